@@ -1,0 +1,239 @@
+"""Model and gate configuration (Qiu et al. 2025, §2.2 and Fig. 1).
+
+`GateConfig` describes one gate variant of the paper; `ModelConfig` a Qwen3-style decoder.
+Both are strict typed dataclasses (see `configbase`): a config object that exists is valid, and
+combinations the paper does not define raise `ConfigError` (a `ValueError`) naming the field and
+the allowed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .configbase import Config, ConfigError, Issue, deep_merge
+
+POSITIONS = ("G1", "G2", "G3", "G4", "G5")
+Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
+
+
+@dataclass(kw_only=True)
+class GateConfig(Config):
+    """One gating variant: `Y' = g(Y, act(X W))` at one position of the attention layer."""
+
+    position: Position = "none"
+    """Where the gate sits. G1: SDPA output per head (the paper's best); G2: value; G3: key;
+    G4: query; G5: output of the dense projection o_proj. `none`: no gate (the baseline)."""
+    kind: Literal["gate", "rmsnorm", "silu"] = "gate"
+    """`gate`: a learned gate. The non-linearity controls of §4.1 (G1 only): `rmsnorm` applies a
+    per-head RMSNorm to the SDPA output, `silu` applies SiLU(Y); neither is a gate."""
+    granularity: Literal["elementwise", "headwise"] = "elementwise"
+    """`elementwise`: one score per element of the gated tensor; `headwise`: one per head."""
+    sharing: Literal["head_specific", "head_shared"] = "head_specific"
+    """`head_specific`: every head has its own scores; `head_shared`: one score vector for all heads."""
+    mode: Literal["multiplicative", "additive"] = "multiplicative"
+    """`multiplicative`: Y * act(XW); `additive`: Y + SiLU(XW) (requires activation `silu`)."""
+    activation: Literal["sigmoid", "silu", "ns_sigmoid"] = "sigmoid"
+    """`sigmoid` (sparse, bounded), `silu` (unbounded), `ns_sigmoid`: 0.5 + 0.5*sigmoid (non-sparse control)."""
+    input_dependent: bool = True
+    """False: the scores are a learned, zero-initialised parameter, not a function of X (§4.2)."""
+    init_std: float = 0.02
+    """Std of the normal init of the gate projection (the official code initialises gate rows like q_proj)."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.position == "none":
+            return out
+        if self.kind != "gate" and self.position != "G1":
+            out.append(Issue("position", f"kind {self.kind!r} is a G1 control; got position {self.position!r}; allowed: G1"))
+        if self.mode == "additive" and self.activation != "silu":
+            out.append(Issue("activation", f"the additive gate is Y + SiLU(XW); got {self.activation!r} with mode 'additive'; allowed: silu"))
+        if self.mode == "additive" and not self.input_dependent:
+            out.append(Issue("mode", "an input-independent gate is multiplicative; got 'additive'; allowed: multiplicative"))
+        if self.position == "G5" and self.granularity != "elementwise":
+            out.append(Issue("granularity", f"G5 gates the n x d_model dense output, which has no heads; got {self.granularity!r}; allowed: elementwise"))
+        if self.position == "G5" and self.sharing != "head_specific":
+            out.append(Issue("sharing", f"G5 gates the n x d_model dense output, which has no heads; got {self.sharing!r}; allowed: head_specific"))
+        if self.init_std < 0:
+            out.append(Issue("init_std", f"got {self.init_std}; allowed: >= 0"))
+        return out
+
+    def normalized(self) -> "GateConfig":
+        """The canonical form: fields that do not apply are reset to their defaults, so two
+        configs that build the same model compare equal (used to drop duplicate sweep trials)."""
+        default = GateConfig()
+        if self.position == "none":
+            return default
+        if self.kind != "gate":
+            return GateConfig(position=self.position, kind=self.kind)
+        activation = "silu" if self.mode == "additive" else self.activation
+        return GateConfig(
+            position=self.position,
+            granularity=self.granularity,
+            sharing=self.sharing,
+            mode=self.mode,
+            activation=activation,
+            input_dependent=self.input_dependent,
+            init_std=self.init_std if self.input_dependent else default.init_std,
+        )
+
+    @property
+    def label(self) -> str:
+        """Short human name, e.g. `none`, `G1-elementwise`, `G1-headwise-shared`, `G1-rmsnorm`."""
+        if self.position == "none":
+            return "none"
+        if self.kind != "gate":
+            return f"{self.position}-{self.kind}"
+        parts = [self.position]
+        if self.position != "G5":
+            parts.append(self.granularity)
+        if self.sharing == "head_shared":
+            parts.append("shared")
+        if self.mode == "additive":
+            parts.append("additive")
+        elif self.activation != "sigmoid":
+            parts.append(self.activation.replace("_", "-"))
+        if not self.input_dependent:
+            parts.append("const")
+        return "-".join(parts)
+
+
+@dataclass(kw_only=True)
+class RopeConfig(Config):
+    """Rotary position embedding, with optional YaRN scaling for contexts beyond training length."""
+
+    base: float = 10000.0
+    """RoPE base (theta). The paper extends context by raising it from 10k to 1M."""
+    scaling: Literal["none", "yarn"] = "none"
+    """`yarn`: NTK-by-parts interpolation (Peng et al. 2023) with attention temperature."""
+    factor: float = 1.0
+    """YaRN: context extension factor (new length / original length)."""
+    original_max_len: int = 4096
+    """YaRN: the context length the model was trained at."""
+    beta_fast: float = 32.0
+    """YaRN: rotations above which dimensions are extrapolated (kept as is)."""
+    beta_slow: float = 1.0
+    """YaRN: rotations below which dimensions are fully interpolated."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.base <= 1:
+            out.append(Issue("base", f"got {self.base}; allowed: > 1"))
+        if self.scaling == "yarn" and self.factor < 1:
+            out.append(Issue("factor", f"got {self.factor}; allowed: >= 1 with scaling 'yarn'"))
+        if self.original_max_len < 1:
+            out.append(Issue("original_max_len", f"got {self.original_max_len}; allowed: >= 1"))
+        return out
+
+
+@dataclass(kw_only=True)
+class MoEConfig(Config):
+    """Mixture-of-experts FFN (Qwen3-MoE style: softmax routing, top-k, load-balancing loss)."""
+
+    n_experts: int = 0
+    """Number of routed experts; 0 means a dense SwiGLU FFN."""
+    top_k: int = 2
+    """Experts per token."""
+    expert_dim: int = 256
+    """Hidden width of each SwiGLU expert."""
+    norm_topk_prob: bool = True
+    """Renormalise the top-k routing probabilities to sum to 1."""
+    aux_loss_coef: float = 0.01
+    """Weight of the Switch-style load-balancing loss added to the training loss."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.n_experts < 0:
+            out.append(Issue("n_experts", f"got {self.n_experts}; allowed: >= 0"))
+        if self.n_experts and not 1 <= self.top_k <= self.n_experts:
+            out.append(Issue("top_k", f"got {self.top_k}; allowed: 1..n_experts ({self.n_experts})"))
+        if self.n_experts and self.expert_dim < 1:
+            out.append(Issue("expert_dim", f"got {self.expert_dim}; allowed: >= 1"))
+        return out
+
+
+@dataclass(kw_only=True)
+class ModelConfig(Config):
+    """A Qwen3-style decoder: pre-norm RMSNorm blocks, GQA with optional QK-norm, SwiGLU or MoE FFN.
+
+    Build from a preset with `ModelConfig.preset("tiny", n_layers=3)` or, in YAML,
+    `model: {size: tiny, n_layers: 3, gate: {position: G1}}`.
+    """
+
+    size: str = "custom"
+    """Preset this config starts from (see `gatedmodels.presets`); `custom` when built by hand."""
+    vocab_size: int = 512
+    """Vocabulary size. Trials set it from the tokenizer."""
+    d_model: int = 64
+    """Width of the residual stream."""
+    n_layers: int = 2
+    """Number of decoder blocks."""
+    n_heads: int = 4
+    """Query heads."""
+    n_kv_heads: int = 4
+    """Key/value heads (grouped-query attention); must divide n_heads."""
+    head_dim: int = 16
+    """Width of each attention head."""
+    ffn_dim: int = 192
+    """Hidden width of the SwiGLU FFN (ignored by MoE layers, which use moe.expert_dim)."""
+    max_seq_len: int = 256
+    """Longest sequence for learned positions; RoPE tables grow on demand."""
+    position_encoding: Literal["rope", "learned", "nope"] = "rope"
+    """`rope` (Qwen3), `learned` absolute positions, or `nope` (no positional signal)."""
+    rope: RopeConfig = field(default_factory=RopeConfig)
+    """RoPE settings (base, YaRN)."""
+    qk_norm: bool = True
+    """RMSNorm on each query and key head before RoPE (Qwen3)."""
+    tie_embeddings: bool = True
+    """Share the token embedding with the LM head."""
+    norm_eps: float = 1e-6
+    """RMSNorm epsilon."""
+    init_std: float = 0.02
+    """Std of the normal init of linear and embedding weights."""
+    moe: MoEConfig = field(default_factory=MoEConfig)
+    """Mixture-of-experts settings; `moe.n_experts: 0` keeps the FFN dense."""
+    gate: GateConfig = field(default_factory=GateConfig)
+    """The gated-attention variant."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "max_seq_len"):
+            if getattr(self, name) < 1:
+                out.append(Issue(name, f"got {getattr(self, name)}; allowed: >= 1"))
+        if out:
+            return out
+        if self.n_heads % self.n_kv_heads:
+            out.append(Issue("n_kv_heads", f"got {self.n_kv_heads}; must divide n_heads ({self.n_heads})"))
+        if self.position_encoding == "rope" and self.head_dim % 2:
+            out.append(Issue("head_dim", f"got {self.head_dim}; RoPE needs an even head_dim"))
+        from .presets import PRESETS  # local import: presets build ModelConfigs
+
+        if self.size != "custom" and self.size not in PRESETS:
+            out.append(Issue("size", f"got {self.size!r}; allowed: custom, {', '.join(PRESETS)}"))
+        return out
+
+    @classmethod
+    def prepare(cls, data: dict, path: str) -> dict:
+        """`size: NAME` starts from that preset; the other keys override it."""
+        size = data.get("size")
+        if size is None or size == "custom":
+            return data
+        from .presets import PRESETS
+
+        if not isinstance(size, str) or size not in PRESETS:
+            where = f"{path}.size" if path else "size"
+            raise ConfigError([Issue(where, f"got {size!r}; allowed: custom, {', '.join(PRESETS)}")])
+        return deep_merge(PRESETS[size]().to_dict(), data)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ModelConfig":
+        """A named size preset with field overrides: `ModelConfig.preset("tiny", gate={"position": "G1"})`."""
+        return cls.from_dict({"size": name, **{k: (v.to_dict() if isinstance(v, Config) else v) for k, v in overrides.items()}})
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim

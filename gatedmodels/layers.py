@@ -1,0 +1,128 @@
+"""Building blocks: RMSNorm, rotary embeddings with YaRN, SwiGLU and mixture-of-experts FFNs.
+
+Shape legend: B batch, T time, H heads, d head width, D d_model, F FFN hidden, E experts,
+N tokens (B*T), K top-k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig, RopeConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_frequencies(head_dim: int, cfg: RopeConfig) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies (head_dim/2,) and the attention scale for cos/sin.
+
+    YaRN follows Peng et al. 2023 ("NTK-by-parts" + temperature), as in HF transformers'
+    `_compute_yarn_parameters`: dimensions that rotate more than `beta_fast` times over the
+    original context keep their frequency, those rotating fewer than `beta_slow` times are
+    interpolated by `factor`, a linear ramp in between; cos/sin are scaled by 0.1 ln(factor) + 1.
+    """
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    inv_freq = 1.0 / (cfg.base**exponents)
+    if cfg.scaling == "none" or cfg.factor == 1.0:
+        return inv_freq.float(), 1.0
+
+    def correction_dim(rotations: float) -> float:
+        return head_dim * math.log(cfg.original_max_len / (rotations * 2 * math.pi)) / (2 * math.log(cfg.base))
+
+    low = max(math.floor(correction_dim(cfg.beta_fast)), 0)
+    high = min(math.ceil(correction_dim(cfg.beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    extrapolate = 1 - ramp  # 1: keep the original frequency, 0: interpolate
+    inv_freq = inv_freq / cfg.factor * (1 - extrapolate) + inv_freq * extrapolate
+    return inv_freq.float(), 0.1 * math.log(cfg.factor) + 1.0
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding applied to (B, T, H, d) tensors, rotate-half convention."""
+
+    def __init__(self, head_dim: int, cfg: RopeConfig):
+        super().__init__()
+        inv_freq, self.scale = rope_frequencies(head_dim, cfg)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._cache: tuple[int, torch.device, torch.dtype, torch.Tensor, torch.Tensor] | None = None
+
+    def tables(self, T: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self._cache
+        if c is None or c[0] < T or c[1] != device or c[2] != dtype:
+            n = max(T, 256)
+            t = torch.arange(n, device=device, dtype=torch.float32)
+            freqs = torch.outer(t, self.inv_freq.to(device))
+            emb = torch.cat([freqs, freqs], dim=-1)  # (n, d)
+            cos = (emb.cos() * self.scale).to(dtype)[:, None, :]  # (n, 1, d) broadcasts over heads
+            sin = (emb.sin() * self.scale).to(dtype)[:, None, :]
+            self._cache = c = (n, device, dtype, cos, sin)
+        return c[3][:T], c[4][:T]
+
+    def forward(self, x_BTHd: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.tables(x_BTHd.shape[1], x_BTHd.device, x_BTHd.dtype)
+        x1, x2 = x_BTHd.chunk(2, dim=-1)
+        rotated = torch.cat([-x2, x1], dim=-1)
+        return x_BTHd * cos + rotated * sin
+
+
+class SwiGLU(nn.Module):
+    """silu(x W1) * (x W3), then W2. W1 and W3 are fused into one projection."""
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.w13 = nn.Linear(d_model, 2 * hidden, bias=False)
+        self.w2 = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(a) * b)
+
+
+class MoE(nn.Module):
+    """Top-k routed SwiGLU experts with softmax routing (Qwen3-MoE) and a Switch-style
+    load-balancing loss, E * sum_i f_i * P_i (Fedus et al. 2021), kept in `self.aux_loss`.
+
+    Experts are looped over with index gathering: simple and exact, fine at CPU test sizes;
+    a grouped-GEMM kernel is the production path on GPUs.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        m = cfg.moe
+        self.top_k, self.norm_topk = m.top_k, m.norm_topk_prob
+        self.router = nn.Linear(cfg.d_model, m.n_experts, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(cfg.d_model, m.expert_dim) for _ in range(m.n_experts))
+        self.aux_loss = torch.zeros(())
+
+    def forward(self, x_BTD: torch.Tensor) -> torch.Tensor:
+        B, T, D = x_BTD.shape
+        x_ND = x_BTD.reshape(-1, D)
+        probs_NE = self.router(x_ND).float().softmax(dim=-1)
+        weights_NK, experts_NK = probs_NE.topk(self.top_k, dim=-1)
+        if self.norm_topk:
+            weights_NK = weights_NK / weights_NK.sum(dim=-1, keepdim=True)
+        E = probs_NE.shape[-1]
+        counts_E = torch.bincount(experts_NK.flatten(), minlength=E).to(probs_NE.dtype)
+        self.aux_loss = E * (counts_E / experts_NK.numel() * probs_NE.mean(dim=0)).sum()
+        out_ND = torch.zeros_like(x_ND)
+        for e in range(E):
+            token_idx, slot = (experts_NK == e).nonzero(as_tuple=True)
+            if token_idx.numel() == 0:
+                continue
+            y = self.experts[e](x_ND[token_idx]) * weights_NK[token_idx, slot, None].to(x_ND.dtype)
+            out_ND.index_add_(0, token_idx, y)
+        return out_ND.view(B, T, D)

@@ -1,0 +1,175 @@
+"""The decoder: `GatedTransformer(cfg)(input_ids) -> logits`.
+
+Shape legend: B batch, T time, D d_model, H query heads, K kv heads, d head width,
+S gate score features, V vocabulary.
+
+Block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x)); FFN is SwiGLU or MoE.
+Attention: one fused projection X [Wq | Wk | Wv | Wg] -> per-head q, k, v (+ gate scores),
+QK-norm, gates G4/G3/G2, RoPE, causal SDPA, gate G1, o_proj, gate G5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+from .gates import build_gate_slots, gate_score_features
+from .layers import MoE, RMSNorm, Rotary, SwiGLU
+from .probes import LayerProbe, ProbeResult
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.H, self.K, self.d = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.S = gate_score_features(cfg)
+        self.split = [cfg.q_dim, cfg.kv_dim, cfg.kv_dim, self.S]
+        self.wqkv = nn.Linear(cfg.d_model, sum(self.split), bias=False)
+        self.wo = nn.Linear(cfg.q_dim, cfg.d_model, bias=False)
+        self.q_norm = RMSNorm(self.d, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.d, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+        self.rotary = Rotary(self.d, cfg.rope) if cfg.position_encoding == "rope" else nn.Identity()
+        self.gates = build_gate_slots(cfg)
+
+    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
+        B, T, D = x_BTD.shape
+        gates = self.gates
+        q, k, v, scores_BTS = self.wqkv(x_BTD).split(self.split, dim=-1)
+        q_BTHd = self.q_norm(q.unflatten(-1, (self.H, self.d)))
+        k_BTKd = self.k_norm(k.unflatten(-1, (self.K, self.d)))
+        v_BTKd = v.unflatten(-1, (self.K, self.d))
+        q_BTHd = gates["G4"](q_BTHd, scores_BTS, rec)
+        k_BTKd = gates["G3"](k_BTKd, scores_BTS, rec)
+        v_BTKd = gates["G2"](v_BTKd, scores_BTS, rec)
+        q_BHTd = self.rotary(q_BTHd).transpose(1, 2)
+        k_BKTd = self.rotary(k_BTKd).transpose(1, 2)
+        v_BKTd = v_BTKd.transpose(1, 2)
+        if rec is None:
+            y_BHTd = F.scaled_dot_product_attention(q_BHTd, k_BKTd, v_BKTd, is_causal=True, enable_gqa=self.K != self.H)
+        else:
+            y_BHTd = self._explicit_attention(q_BHTd, k_BKTd, v_BKTd, rec)
+            rec.values = v_BTKd.detach().float()
+        y_BTHd = gates["G1"](y_BHTd.transpose(1, 2), scores_BTS, rec)
+        out_BTD = self.wo(y_BTHd.reshape(B, T, self.H * self.d))
+        return gates["G5"](out_BTD.unsqueeze(2), scores_BTS, rec).squeeze(2)
+
+    def _explicit_attention(self, q_BHTd, k_BKTd, v_BKTd, rec: LayerProbe) -> torch.Tensor:
+        """The probe path: softmax(q k^T / sqrt(d) + causal mask) materialised and recorded."""
+        T = q_BHTd.shape[2]
+        rep = self.H // self.K
+        k_BHTd = k_BKTd.repeat_interleave(rep, dim=1)
+        v_BHTd = v_BKTd.repeat_interleave(rep, dim=1)
+        logits_BHTS = (q_BHTd @ k_BHTd.transpose(-1, -2)).float() / math.sqrt(self.d)
+        causal = torch.ones(T, T, dtype=torch.bool, device=q_BHTd.device).tril()
+        probs_BHTS = logits_BHTS.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        rec.attn = probs_BHTS.detach()
+        return probs_BHTS.to(v_BHTd.dtype) @ v_BHTd
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.ffn = MoE(cfg) if cfg.moe.n_experts else SwiGLU(cfg.d_model, cfg.ffn_dim)
+
+    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
+        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), rec)
+        x_BTD = x_BTD + self.ffn(self.ffn_norm(x_BTD))
+        if rec is not None:
+            rec.output = x_BTD.detach().float()
+        return x_BTD
+
+
+class GatedTransformer(nn.Module):
+    """Decoder-only transformer with one gated-attention variant (see `GateConfig`)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_embed = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.position_encoding == "learned" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) for linear and embedding weights; gate rows use gate.init_std."""
+        if self.embed.weight.is_meta:
+            return
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=self.cfg.init_std)
+        for block in self.blocks:
+            S = block.attn.S
+            if S:
+                nn.init.normal_(block.attn.wqkv.weight[-S:], std=self.cfg.gate.init_std)
+
+    def forward(self, input_ids_BT: torch.Tensor, *, probe: ProbeResult | None = None) -> torch.Tensor:
+        """Logits (B, T, V). With `probe`, each layer appends what it saw (explicit attention)."""
+        x_BTD = self.embed(input_ids_BT)
+        if self.pos_embed is not None:
+            T = input_ids_BT.shape[1]
+            if T > self.cfg.max_seq_len:
+                raise ValueError(f"sequence length {T} exceeds max_seq_len {self.cfg.max_seq_len} of learned positions")
+            x_BTD = x_BTD + self.pos_embed.weight[:T]
+        for block in self.blocks:
+            rec = None
+            if probe is not None:
+                rec = LayerProbe()
+                probe.layers.append(rec)
+            x_BTD = block(x_BTD, rec)
+        x_BTD = self.norm(x_BTD)
+        return self.lm_head(x_BTD) if self.lm_head is not None else F.linear(x_BTD, self.embed.weight)
+
+    @torch.no_grad()
+    def probe(self, input_ids_BT: torch.Tensor) -> tuple[torch.Tensor, ProbeResult]:
+        """An evaluation pass that also returns per-layer attention, values, gates and outputs."""
+        result = ProbeResult()
+        logits = self(input_ids_BT, probe=result)
+        return logits, result
+
+    def aux_loss(self) -> torch.Tensor:
+        """Sum of the MoE load-balancing losses of the last forward, times `moe.aux_loss_coef`."""
+        losses = [b.ffn.aux_loss for b in self.blocks if isinstance(b.ffn, MoE)]
+        if not losses:
+            return torch.zeros((), device=self.embed.weight.device)
+        return self.cfg.moe.aux_loss_coef * torch.stack(losses).sum()
+
+    def num_params(self, *, exclude_embeddings: bool = False) -> int:
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            n -= self.embed.weight.numel()
+            if self.pos_embed is not None:
+                n -= self.pos_embed.weight.numel()
+        return n
+
+    def gate_params(self) -> int:
+        """Parameters the gate adds: its rows of the fused projections plus gate-module parameters."""
+        n = 0
+        for block in self.blocks:
+            n += block.attn.S * block.attn.wqkv.in_features
+            n += sum(p.numel() for p in block.attn.gates.parameters())
+        return n
+
+    def active_params(self) -> int:
+        """Parameters used per token (MoE: only top_k of n_experts), for FLOP estimates."""
+        n = self.num_params(exclude_embeddings=True)
+        m = self.cfg.moe
+        if m.n_experts:
+            per_expert = 3 * self.cfg.d_model * m.expert_dim
+            n -= self.cfg.n_layers * (m.n_experts - m.top_k) * per_expert
+        return n
+
+
+def build_meta(cfg: ModelConfig) -> GatedTransformer:
+    """Build on the meta device: counts parameters of any size without allocating memory."""
+    with torch.device("meta"):
+        return GatedTransformer(cfg)

@@ -1,0 +1,5 @@
+"""The `gatesweep` command: one module per subcommand."""
+
+from .main import main
+
+__all__ = ["main"]
