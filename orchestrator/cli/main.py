@@ -1,17 +1,44 @@
-"""Entry point: `gatesweep SUBCOMMAND ...`. Exit codes: 0 ok, 1 failure, 2 user error, 130 interrupted."""
+"""Entry point: `gatesweep COMMAND ...`.
+
+Exit codes scripts can rely on: 0 success; 1 a trial or sweep failed; 2 a user error (bad file,
+bad flag, bad value: one message, no traceback, nothing launched); 130 interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
+from gatedmodels.configbase import ConfigError
+
 from .. import __version__
+from .common import UserError
+
+#: subcommand -> module (in orchestrator.cli) with `add_parser(subparsers)` and `run(args) -> int`
+COMMANDS = ["validate", "plan", "run", "resume", "train", "eval", "report", "ui", "schema", "data"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's usage errors exit 2 too, with one line
+        self.print_usage(sys.stderr)
+        print(f"gatesweep: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gatesweep", description="Ablation sweeps of gated attention on Ray + DeepSpeed, tracked in MLflow.")
+    parser = _Parser(prog="gatesweep", description="Ablation sweeps of gated attention on Ray + DeepSpeed, tracked in MLflow.")
     parser.add_argument("--version", action="version", version=f"gatesweep {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f".{name}", __package__)
+        except ModuleNotFoundError as err:
+            if err.name == f"{__package__}.{name}":
+                continue  # subcommand not built yet
+            raise
+        p = module.add_parser(sub)
+        p.set_defaults(_run=module.run)
     return parser
 
 
@@ -21,7 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return 0
+    try:
+        return int(args._run(args) or 0)
+    except UserError as err:
+        print(f"gatesweep: error: {err}", file=sys.stderr)
+        return 2
+    except ConfigError as err:
+        print(f"gatesweep: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gatesweep: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

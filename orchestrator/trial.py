@@ -1,0 +1,377 @@
+"""One trial: TrialConfig -> data -> GatedTransformer -> DeepSpeed engine -> train loop with
+periodic evaluation and checkpoints -> one MLflow run with every paper metric.
+
+`run_trial(cfg, ctx)` is what `gatesweep train` calls directly and what each Ray Tune trial calls
+in its worker. Everything a trial needs to find its state again (checkpoint folder, MLflow run id)
+is in `TrialContext`, so a retried or resumed trial continues where it stopped, in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from gatedmodels import GatedTransformer
+
+from . import plots
+from .config import TrialConfig
+from .data import DataUnavailable, build_trial_data
+from .distributed import import_deepspeed, process_group
+from .evaluation import EvalResult, evaluate
+from .spikes import SpikeDetector
+from .tracking import RunLogger, git_state, package_versions, redact_uri
+
+FINAL_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "sink_ratio", "max_activation",
+                 "gate_score_mean", "loss_spikes", "tokens_per_s")
+
+
+class TrialFailed(RuntimeError):
+    """A trial stopped for a reason worth reporting (divergence, missing data, ...)."""
+
+    def __init__(self, reason: str, run_id: str | None = None):
+        super().__init__(reason)
+        self.reason, self.run_id = reason, run_id
+
+
+@dataclass
+class TrialContext:
+    """Where and how a trial runs (not part of its config hash)."""
+
+    run_dir: Path
+    """Absolute folder for checkpoints, the final weights and artifacts staged for MLflow."""
+    tracking_uri: str
+    """Absolute MLflow tracking URI."""
+    experiment: str = "gatesweep"
+    run_id: str | None = None
+    """Continue this MLflow run (retries, resumes, runs pre-created by a sweep)."""
+    run_name: str | None = None
+    parent_run_id: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    resume: bool = True
+    """Continue from the newest checkpoint in run_dir when there is one."""
+    num_threads: int | None = None
+    report: Callable[[dict, Path | None], None] | None = None
+    """Called after each evaluation with the metrics and the newest checkpoint folder (Ray Tune)."""
+    progress: Callable[[str], None] | None = None
+    """Receives one human-readable line per log interval (the CLI prints them)."""
+    on_run: Callable[[str], None] | None = None
+    """Called with the MLflow run id as soon as the run exists (to find it again on resume)."""
+
+
+@dataclass
+class TrialResult:
+    run_id: str
+    metrics: dict[str, float]
+    steps: int
+    wall_s: float
+    train_s: float
+    resumed_from: int = 0
+
+
+def lr_lambda(train) -> Callable[[int], float]:
+    """Linear warmup to the peak, then cosine decay to lr * min_lr_ratio."""
+
+    def fn(step: int) -> float:
+        if train.warmup_steps and step < train.warmup_steps:
+            return (step + 1) / train.warmup_steps
+        span = max(1, train.steps - train.warmup_steps)
+        progress = min(1.0, (step - train.warmup_steps) / span)
+        return train.min_lr_ratio + (1 - train.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return fn
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices of linear layers; not norms, gains, embeddings or constant gate logits."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and "embed" not in name and "logits_hw" not in name else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
+
+
+def latest_checkpoint(run_dir: Path) -> str | None:
+    latest = checkpoint_dir(run_dir) / "latest"
+    if not latest.exists():
+        return None
+    tag = latest.read_text().strip()
+    return tag if (checkpoint_dir(run_dir) / tag).is_dir() else None
+
+
+def _prune_checkpoints(run_dir: Path, keep: int) -> None:
+    tags = sorted((p for p in checkpoint_dir(run_dir).glob("step*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    for old in tags[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class _Trainer:
+    """State of one running trial; `run_trial` drives it."""
+
+    def __init__(self, cfg: TrialConfig, ctx: TrialContext, rank: int, world: int):
+        self.cfg, self.ctx, self.rank, self.world = cfg, ctx, rank, world
+        self.is_main = rank == 0
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        self.logger: RunLogger | None = None
+        self.run_id = ctx.run_id
+        self.history: list[tuple[int, float]] = []
+        self.spikes = SpikeDetector(cfg.train.spikes)
+        self.step = 0
+        self.tokens_seen = 0
+        self.train_s = 0.0
+
+    # ---- setup -----------------------------------------------------------------------
+    def build(self) -> None:
+        cfg = self.cfg
+        seed_everything(cfg.train.seed)
+        try:
+            self.data = build_trial_data(cfg.data, cfg.train.seed)
+        except DataUnavailable as err:
+            raise TrialFailed(f"data: {err}") from None
+        self.model_cfg = cfg.model.replace(vocab_size=self.data.vocab_size)
+        torch.manual_seed(cfg.train.seed)
+        model = GatedTransformer(self.model_cfg)
+        optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.train))
+        self.ds_json = cfg.deepspeed.to_json(cfg.train, on_gpu=self.device.type == "cuda", world_size=self.world)
+        deepspeed = import_deepspeed()
+        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=self.ds_json)
+        self.model = self.engine.module
+        self.val_batches = self.data.val_batches(cfg.eval.batches, cfg.eval.batch_size)
+
+    def open_run(self) -> None:
+        if not self.is_main:
+            return
+        cfg, ctx = self.cfg, self.ctx
+        tags = {
+            "gatesweep.config_hash": cfg.config_hash(),
+            "gatesweep.run_dir": str(ctx.run_dir),
+            "gatesweep.gate": cfg.model.gate.label,
+            "gatesweep.task": cfg.data.source,
+            **{f"version.{k}": v for k, v in package_versions().items()},
+            **git_state(),
+            **ctx.tags,
+        }
+        if self.run_id is None:
+            name = ctx.run_name or f"{cfg.model.gate.label}-{cfg.model.size}-s{cfg.train.seed}"
+            self.logger = RunLogger.create(ctx.tracking_uri, ctx.experiment, run_name=name, tags=tags, parent_run_id=ctx.parent_run_id)
+            self.run_id = self.logger.run_id
+        else:
+            self.logger = RunLogger(ctx.tracking_uri, self.run_id)
+            self.logger.set_tags(tags)
+        self.logger.client.update_run(self.run_id, status="RUNNING")
+        if ctx.on_run is not None:
+            ctx.on_run(self.run_id)
+        params = {**self.cfg.flatten(), **{f"model.{k}": v for k, v in self.model_cfg.flatten().items()}}
+        params.pop("tracking.uri", None)  # may hold credentials; the tag below is redacted
+        params.update({"data.vocab_size": self.data.vocab_size, "world_size": self.world,
+                       "model.num_params": self.model.num_params(), "model.gate_params": self.model.gate_params()})
+        self.logger.log_params(params)
+        self.logger.set_tags({"gatesweep.tracking_uri": redact_uri(ctx.tracking_uri), "gatesweep.deepspeed": json.dumps(self.ds_json)})
+
+    def maybe_resume(self) -> None:
+        tag = latest_checkpoint(self.ctx.run_dir) if self.ctx.resume else None
+        if tag is None:
+            return
+        _, state = self.engine.load_checkpoint(str(checkpoint_dir(self.ctx.run_dir)), tag=tag)
+        if state is None:
+            raise TrialFailed(f"checkpoint {tag} in {checkpoint_dir(self.ctx.run_dir)} could not be loaded")
+        self.step = state["step"]
+        self.tokens_seen = state["tokens_seen"]
+        self.train_s = state["train_s"]
+        self.history = [tuple(x) for x in state["history"]]
+        self.spikes.load_state_dict(state["spikes"])
+        self.resumed_from = self.step
+
+    # ---- loop ------------------------------------------------------------------------
+    def batch_position(self, step: int, micro: int) -> dict:
+        return {"step": step, "micro_batch": micro, "rank": self.rank, "seed": self.cfg.train.seed,
+                "sequences": [(step * self.cfg.train.grad_accum + micro) * self.world * self.cfg.train.batch_size + self.rank * self.cfg.train.batch_size,
+                              self.cfg.train.batch_size]}
+
+    def train_step(self, step: int) -> tuple[float, float | None]:
+        train = self.cfg.train
+        losses = []
+        for micro in range(train.grad_accum):
+            seq = self.data.train_batch(step * train.grad_accum + micro, train.batch_size, self.rank, self.world).to(self.device)
+            logits = self.engine(seq[:, :-1])
+            loss = F.cross_entropy(logits.float().flatten(0, 1), seq[:, 1:].flatten()) + self.model.aux_loss()
+            value = loss.item()
+            if not math.isfinite(value):
+                raise TrialFailed(f"loss is {value} at step {step + 1} (micro-batch {micro}); training diverged")
+            self.engine.backward(loss)
+            self.engine.step()
+            losses.append(value)
+        gn = self.engine.get_global_grad_norm()
+        grad_norm = float(gn) if gn is not None else None
+        return sum(losses) / len(losses), grad_norm
+
+    def run(self) -> TrialResult:
+        cfg, train = self.cfg, self.cfg.train
+        t_start = time.perf_counter()
+        self.resumed_from = 0
+        self.maybe_resume()
+        tokens_per_step = train.batch_size * train.grad_accum * self.world * cfg.data.seq_len
+        window_loss, window_gn, window_t0, window_tokens = [], [], time.perf_counter(), 0
+        timed_tokens, timed_s = 0, 0.0
+        last_eval: EvalResult | None = None
+        while self.step < train.steps:
+            t0 = time.perf_counter()
+            loss, grad_norm = self.train_step(self.step)
+            dt = time.perf_counter() - t0
+            self.step += 1
+            self.train_s += dt
+            self.tokens_seen += tokens_per_step
+            if self.step > 1:  # the first step pays one-off allocation and thread start-up
+                timed_tokens, timed_s = timed_tokens + tokens_per_step, timed_s + dt
+            window_loss.append(loss)
+            if grad_norm is not None:
+                window_gn.append(grad_norm)
+            window_tokens += tokens_per_step
+            self.history.append((self.step, loss))
+            self.spikes.update(self.step, loss, grad_norm, self.batch_position(self.step - 1, 0))
+            final = self.step == train.steps
+            if self.step % train.log_every == 0 or final:
+                elapsed = time.perf_counter() - window_t0
+                metrics = {
+                    "train/loss": sum(window_loss) / len(window_loss),
+                    "train/loss_max": max(window_loss),
+                    "train/lr": self.engine.get_lr()[0],
+                    "train/tokens_per_s": window_tokens / max(elapsed, 1e-9),
+                    "train/tokens_seen": self.tokens_seen,
+                    **self.spikes.summary(),
+                }
+                if window_gn:
+                    metrics["train/grad_norm"] = sum(window_gn) / len(window_gn)
+                self._log(metrics)
+                self._progress(f"step {self.step}/{train.steps} loss {metrics['train/loss']:.4f} lr {metrics['train/lr']:.2e} "
+                               f"{metrics['train/tokens_per_s']:.0f} tok/s")
+                window_loss, window_gn, window_t0, window_tokens = [], [], time.perf_counter(), 0
+            is_eval = final or (train.eval_every and self.step % train.eval_every == 0)
+            is_ckpt = final or (train.checkpoint_every and self.step % train.checkpoint_every == 0)
+            if is_ckpt:
+                self.save_checkpoint()
+            if is_eval:
+                last_eval = self.evaluate()
+                if self.ctx.report is not None:
+                    self.ctx.report({"step": self.step, **last_eval.metrics}, checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
+                window_t0 = time.perf_counter()
+        if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
+            last_eval = self.evaluate()
+        final_metrics = dict(last_eval.metrics)
+        final_metrics.update(self.spikes.summary())
+        final_metrics["tokens_per_s"] = timed_tokens / timed_s if timed_s else self.tokens_seen / max(self.train_s, 1e-9)
+        final_metrics["train_time_s"] = self.train_s
+        wall = time.perf_counter() - t_start
+        self._log({"tokens_per_s": final_metrics["tokens_per_s"], "train_time_s": self.train_s})
+        self.finish_artifacts(last_eval)
+        return TrialResult(self.run_id or "", final_metrics, self.step, wall, self.train_s, self.resumed_from)
+
+    def evaluate(self) -> EvalResult:
+        result = evaluate(self.model, self.data, self.val_batches, self.cfg.eval, device=self.device)
+        self._log(result.metrics)
+        m = result.metrics
+        line = f"eval step {self.step}: val_loss {m['val_loss']:.4f} first_token_attn {m['first_token_attn']:.3f} sink_ratio {m['sink_ratio']:.2f}"
+        if "gate_score_mean" in m:
+            line += f" gate_score_mean {m['gate_score_mean']:.3f}"
+        self._progress(line)
+        return result
+
+    def save_checkpoint(self) -> None:
+        ckpt = checkpoint_dir(self.ctx.run_dir)
+        ckpt.mkdir(parents=True, exist_ok=True)
+        state = {"step": self.step, "tokens_seen": self.tokens_seen, "train_s": self.train_s,
+                 "history": self.history, "spikes": self.spikes.state_dict(), "config_hash": self.cfg.config_hash()}
+        self.engine.save_checkpoint(str(ckpt), tag=f"step{self.step}", client_state=state)
+        if self.is_main:
+            _prune_checkpoints(self.ctx.run_dir, self.cfg.train.keep_checkpoints)
+
+    def _log(self, metrics: dict) -> None:
+        if self.logger is not None:
+            self.logger.log_metrics(metrics, self.step)
+
+    def _progress(self, line: str) -> None:
+        if self.is_main and self.ctx.progress is not None:
+            self.ctx.progress(line)
+
+    # ---- end -------------------------------------------------------------------------
+    def finish_artifacts(self, last: EvalResult) -> None:
+        if not self.is_main:
+            return
+        out = self.ctx.run_dir / "artifacts"
+        out.mkdir(parents=True, exist_ok=True)
+        resolved = self.cfg.replace(model=self.model_cfg)
+        import yaml
+
+        (out / "config.yaml").write_text(yaml.safe_dump(resolved.to_dict(), sort_keys=False))
+        (out / "deepspeed.json").write_text(json.dumps(self.ds_json, indent=2))
+        (out / "spikes.json").write_text(json.dumps({"rules": self.cfg.train.spikes.to_dict(), "events": self.spikes.events}, indent=2))
+        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        torch.save({"model": state, "config": resolved.to_dict()}, self.ctx.run_dir / "model.pt")
+        label = self.cfg.model.gate.label
+        steps, losses = zip(*self.history) if self.history else ((), ())
+        plots.loss_curve(list(steps), list(losses), self.spikes.events, out / "loss_curve.png", f"training loss ({label})")
+        m = last.metrics
+        plots.first_token_per_layer(last.first_token_per_layer, m["first_token_attn_uniform"], out / "first_token_attn.png", f"first-token attention ({label})")
+        if last.attn_maps:
+            plots.attention_map(last.attn_maps[-1], out / "attention_map.png", f"last layer, most sink-like head ({label})")
+        if last.gate_hist:
+            plots.gate_histogram(last.gate_hist, out / "gate_hist.png", f"gate scores ({label})")
+        for path in sorted(out.iterdir()):
+            self.logger.log_artifact(path)
+
+
+def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
+    """Train and evaluate one trial; raise TrialFailed (after recording it) when it cannot finish."""
+    ctx.run_dir = Path(ctx.run_dir).resolve()
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    threads = cfg.train.threads or ctx.num_threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, threads))
+    with process_group() as (rank, world):
+        trainer = _Trainer(cfg, ctx, rank, world)
+        try:
+            trainer.build()
+            trainer.open_run()
+            result = trainer.run()
+        except BaseException as err:
+            reason = err.reason if isinstance(err, TrialFailed) else f"{type(err).__name__}: {err}"
+            if isinstance(err, KeyboardInterrupt):
+                reason = "interrupted"
+            if trainer.logger is not None:
+                try:
+                    trainer.logger.set_tags({"gatesweep.failure_reason": reason[:4000]})
+                    if not isinstance(err, TrialFailed):
+                        trainer.logger.log_text("".join(traceback.format_exception(err)), "failure_traceback.txt")
+                    trainer.logger.finish("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED", wait=30)
+                except Exception:
+                    pass
+            if isinstance(err, (TrialFailed, KeyboardInterrupt)):
+                if isinstance(err, TrialFailed):
+                    err.run_id = trainer.run_id
+                raise
+            raise TrialFailed(reason, trainer.run_id) from err
+        if trainer.logger is not None:
+            trainer.logger.set_tags({"gatesweep.status": "finished"})
+            trainer.logger.finish("FINISHED")
+        return result
+
