@@ -17,7 +17,7 @@ POSITIONS = ("G1", "G2", "G3", "G4", "G5")
 Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class GateConfig(Config):
     """One gating variant: `Y' = g(Y, act(X W))` at one position of the attention layer."""
 
@@ -77,6 +77,25 @@ class GateConfig(Config):
             init_std=self.init_std if self.input_dependent else default.init_std,
         )
 
+    @staticmethod
+    def normalize_dict(gate: dict) -> dict:
+        """`normalized()` on a raw dict, before strict validation: a sweep grid may pair
+        `position: none` with a granularity, or `mode: additive` with the default sigmoid;
+        those fields do not apply and are reset, so the cell validates and dedupes."""
+        if not isinstance(gate, dict):
+            return gate
+        position = gate.get("position", "none")
+        if position == "none":
+            return {"position": "none"}
+        if gate.get("kind", "gate") != "gate":
+            return {k: v for k, v in gate.items() if k in ("position", "kind")}
+        out = dict(gate)
+        if out.get("mode") == "additive":
+            out["activation"] = "silu"
+        if out.get("input_dependent") is False:
+            out.pop("init_std", None)
+        return out
+
     @property
     def label(self) -> str:
         """Short human name, e.g. `none`, `G1-elementwise`, `G1-headwise-shared`, `G1-rmsnorm`."""
@@ -98,7 +117,7 @@ class GateConfig(Config):
         return "-".join(parts)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class RopeConfig(Config):
     """Rotary position embedding, with optional YaRN scaling for contexts beyond training length."""
 
@@ -126,7 +145,7 @@ class RopeConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class MoEConfig(Config):
     """Mixture-of-experts FFN (Qwen3-MoE style: softmax routing, top-k, load-balancing loss)."""
 
@@ -152,7 +171,7 @@ class MoEConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class ModelConfig(Config):
     """A Qwen3-style decoder: pre-norm RMSNorm blocks, GQA with optional QK-norm, SwiGLU or MoE FFN.
 

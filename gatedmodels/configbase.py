@@ -124,6 +124,9 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
+        real = [a for a in args if a is not type(None)]
+        if len(real) == 1:  # Optional[X]: X's own, precise message
+            return coerce(real[0], value, path, issues)
         for arg in args:
             if arg is type(None):
                 continue
@@ -184,7 +187,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class Config:
     """Base of every typed config. Subclasses are `@dataclass(kw_only=True)`."""
 
@@ -222,12 +225,25 @@ class Config:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 allowed = ", ".join(names)
                 issues.append(Issue(_join(path, str(key)), f"unknown key{hint}; allowed: {allowed}"))
+        for f in dataclasses.fields(cls):
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in data:
+                issues.append(Issue(_join(path, f.name), "is required"))
         hints = _hints(cls)
-        kwargs = {}
+        kwargs, failed = {}, set()
         for name in names:
             if name in data:
+                before = len(issues)
                 kwargs[name] = coerce(hints[name], data[name], _join(path, name), issues)
+                if len(issues) > before:
+                    failed.add(name)
         if issues:
+            # report the cross-field problems of the valid part too: all problems at once
+            try:
+                cls(**{k: v for k, v in kwargs.items() if k not in failed})
+            except ConfigError as err:
+                issues += [i.prefixed(path) for i in err.issues if i.path.split(".")[0].split("[")[0] not in failed]
+            except TypeError:  # a required field is among the failed ones
+                pass
             raise ConfigError(issues)
         try:
             return cls(**kwargs)
@@ -240,12 +256,27 @@ class Config:
         return data
 
     def to_dict(self) -> dict:
-        """Plain nested dict of builtins (lists, not tuples), loadable by `from_dict`."""
-        return _plain(self)
+        """Plain nested dict of builtins (lists, not tuples), loadable by `from_dict`.
+        Configs are frozen, so the conversion is computed once; callers get their own copy."""
+        return _copy(self.plain_view())
+
+    def plain_view(self) -> dict:
+        """`to_dict()` without the copy: shared, read-only (for hashing, flattening, dumping)."""
+        cached = self.__dict__.get("_plain_cache")
+        if cached is None:
+            cached = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+            object.__setattr__(self, "_plain_cache", cached)
+        return cached
 
     def flatten(self, prefix: str = "") -> dict[str, Any]:
         """Dotted keys to scalar values, for MLflow params and sweep axes."""
-        return flatten_dict(self.to_dict(), prefix)
+        if prefix:
+            return flatten_dict(self.plain_view(), prefix)
+        cached = self.__dict__.get("_flat_cache")
+        if cached is None:
+            cached = flatten_dict(self.plain_view())
+            object.__setattr__(self, "_flat_cache", cached)
+        return dict(cached)
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -255,13 +286,34 @@ class Config:
         return _field_docs(cls)
 
 
+def field_type(cls: type, name: str) -> Any:
+    """The type of field `name` of a config class: a Config subclass, `dict`, or a leaf type."""
+    tp = _hints(cls)[name]
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        tp = args[0] if len(args) == 1 else tp
+        origin = get_origin(tp)
+    if origin is dict or tp is dict:
+        return dict
+    return tp
+
+
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Config):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return value.plain_view()
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

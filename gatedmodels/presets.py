@@ -33,16 +33,20 @@ def preset(name: str):
     return register
 
 
+# The Bigram-Backcopy presets follow Guo et al.'s GPT-2-style setting: no QK-norm. QK-norm bounds
+# the attention logits; measured here (RoPE, 1 layer, 3,000 steps) the baseline's first-token
+# attention reached 0.18 with it and 0.76 without it (lr 1e-2), so the sink shows in minutes only
+# without it. `qk_norm: true` remains one override away, as an ablation axis of its own.
 @preset("bigram-1l")
 def bigram_1l() -> dict:
-    """1 layer, 1 head of 64: the smallest model on which Bigram-Backcopy grows an attention sink."""
-    return dict(vocab_size=66, d_model=64, n_layers=1, n_heads=1, n_kv_heads=1, head_dim=64, ffn_dim=256, max_seq_len=256)
+    """1 layer, 1 head of 64, no QK-norm: the smallest model on which Bigram-Backcopy grows an attention sink."""
+    return dict(vocab_size=66, d_model=64, n_layers=1, n_heads=1, n_kv_heads=1, head_dim=64, ffn_dim=256, max_seq_len=256, qk_norm=False)
 
 
 @preset("bigram-2l")
 def bigram_2l() -> dict:
-    """2 layers, 2 heads of 32: Bigram-Backcopy with depth (sink ratio 0.5 in REFERENCE §6)."""
-    return dict(vocab_size=66, d_model=64, n_layers=2, n_heads=2, n_kv_heads=2, head_dim=32, ffn_dim=256, max_seq_len=256)
+    """2 layers, 2 heads of 32, no QK-norm: Bigram-Backcopy with depth."""
+    return dict(vocab_size=66, d_model=64, n_layers=2, n_heads=2, n_kv_heads=2, head_dim=32, ffn_dim=256, max_seq_len=256, qk_norm=False)
 
 
 @preset("tiny")

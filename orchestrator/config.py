@@ -17,7 +17,7 @@ from gatedmodels import ModelConfig
 from gatedmodels.configbase import Config, ConfigError, Issue, set_dotted
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class BigramBackcopyConfig(Config):
     """Bigram-Backcopy (Guo et al. 2024, arXiv 2410.13835; REFERENCE §6): a Markov chain that,
     after a trigger token, copies the token before the trigger."""
@@ -44,7 +44,7 @@ class BigramBackcopyConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class DataConfig(Config):
     """Where training text comes from and how it is tokenised and packed."""
 
@@ -82,7 +82,7 @@ class DataConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class SpikeConfig(Config):
     """Loss-spike detection (REFERENCE §3). Both rules are evaluated and logged; `rule` picks
     which one counts as `loss_spikes`."""
@@ -110,7 +110,7 @@ class SpikeConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class TrainConfig(Config):
     """Optimisation and the training loop."""
 
@@ -164,7 +164,7 @@ class TrainConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class DeepSpeedConfig(Config):
     """The DeepSpeed engine of every trial; turned into DeepSpeed's JSON by `to_json`."""
 
@@ -208,7 +208,7 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class EvalConfig(Config):
     """Evaluation on a fixed held-out set, every `train.eval_every` steps and at the end."""
 
@@ -216,7 +216,7 @@ class EvalConfig(Config):
     """Held-out batches for validation loss, perplexity and bits per byte."""
     batch_size: int = 16
     """Sequences per held-out batch."""
-    probe_sequences: int = 8
+    probe_sequences: int = 16
     """Held-out sequences of the probe pass (explicit attention, activations, gates)."""
     sink_eps: float = 0.3
     """Threshold epsilon of Gu et al.'s sink ratio."""
@@ -231,7 +231,7 @@ class EvalConfig(Config):
         return out
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class TrackingConfig(Config):
     """Where results go. Not part of the config hash."""
 
@@ -241,7 +241,7 @@ class TrackingConfig(Config):
     """Tracking URI; default: `--tracking-uri`, else MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db."""
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class TrialConfig(Config):
     """One training run: model, data, training, DeepSpeed engine and evaluation."""
 
@@ -270,13 +270,31 @@ class TrialConfig(Config):
 
     def canonical(self) -> dict:
         """The hashed sections as a plain dict, gate normalised."""
-        data = self.to_dict()
-        data["model"]["gate"] = self.model.gate.normalized().to_dict()
-        return {k: data[k] for k in self.HASHED}
+        data = {k: getattr(self, k).plain_view() for k in self.HASHED}
+        data["model"] = {**data["model"], "gate": self.model.gate.normalized().plain_view()}
+        return data
 
     def config_hash(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """SHA-256 over the canonical JSON of each hashed section (sections cache their JSON,
+        so the trials of a sweep, which share section objects, hash quickly)."""
+        cached = self.__dict__.get("_hash_cache")
+        if cached is None:
+            parts = [f"{k}={_section_json(self, k)}" for k in self.HASHED]
+            cached = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_hash_cache", cached)
+        return cached
+
+
+def _section_json(cfg: TrialConfig, name: str) -> str:
+    section = getattr(cfg, name)
+    cached = section.__dict__.get("_json_cache")
+    if cached is None:
+        data = section.plain_view()
+        if name == "model":
+            data = {**data, "gate": section.gate.normalized().plain_view()}
+        cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        object.__setattr__(section, "_json_cache", cached)
+    return cached
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -74,6 +74,8 @@ def redact_uri(uri: str) -> str:
     if "@" in netloc:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
     query = re.sub(r"(?i)((?:token|password|secret|key|sig)[^=&]*)=[^&]*", r"\1=***", parts.query)
+    if netloc == parts.netloc and query == parts.query:
+        return uri  # nothing secret; keep the exact text (urlunsplit would drop sqlite:////'s slashes)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -84,10 +86,25 @@ def default_artifact_root(uri: str) -> str | None:
     return None
 
 
+_READY: set[str] = set()
+
+
 def client(uri: str):
+    """An MlflowClient; a new SQLite store is created under a file lock, because concurrent
+    first use by several processes races in MLflow's schema migration."""
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith("sqlite:///") or uri in _READY:
+        return MlflowClient(tracking_uri=uri)
+    import fcntl
+
+    db = Path(uri[len("sqlite:///"):])
+    with open(db.with_name(db.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cl = MlflowClient(tracking_uri=uri)
+        cl.search_experiments(max_results=1)
+    _READY.add(uri)
+    return cl
 
 
 def get_or_create_experiment(cl, name: str, uri: str) -> str:

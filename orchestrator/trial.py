@@ -38,11 +38,12 @@ FINAL_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "sink_rat
 
 
 class TrialFailed(RuntimeError):
-    """A trial stopped for a reason worth reporting (divergence, missing data, ...)."""
+    """A trial stopped for a reason worth reporting. `permanent`: retrying cannot help
+    (divergence, unreadable data), as opposed to a crash worth a retry."""
 
-    def __init__(self, reason: str, run_id: str | None = None):
+    def __init__(self, reason: str, run_id: str | None = None, *, permanent: bool = False):
         super().__init__(reason)
-        self.reason, self.run_id = reason, run_id
+        self.reason, self.run_id, self.permanent = reason, run_id, permanent
 
 
 @dataclass
@@ -147,7 +148,7 @@ class _Trainer:
         try:
             self.data = build_trial_data(cfg.data, cfg.train.seed)
         except DataUnavailable as err:
-            raise TrialFailed(f"data: {err}") from None
+            raise TrialFailed(f"data: {err}", permanent=True) from None
         self.model_cfg = cfg.model.replace(vocab_size=self.data.vocab_size)
         torch.manual_seed(cfg.train.seed)
         model = GatedTransformer(self.model_cfg)
@@ -218,7 +219,7 @@ class _Trainer:
             loss = F.cross_entropy(logits.float().flatten(0, 1), seq[:, 1:].flatten()) + self.model.aux_loss()
             value = loss.item()
             if not math.isfinite(value):
-                raise TrialFailed(f"loss is {value} at step {step + 1} (micro-batch {micro}); training diverged")
+                raise TrialFailed(f"loss is {value} at step {step + 1} (micro-batch {micro}); training diverged", permanent=True)
             self.engine.backward(loss)
             self.engine.step()
             losses.append(value)

@@ -15,7 +15,7 @@ FAST = ["--set", "train.steps=12", "--set", "train.eval_every=6", "--set", "trai
 
 
 def gatesweep(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize(

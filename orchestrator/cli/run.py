@@ -1,0 +1,87 @@
+"""`gatesweep run FILE`: launch a sweep on Ray Tune.
+
+With no --address, a local Ray is started on 127.0.0.1 and stopped at the end; with one, the
+sweep joins that cluster. Trials whose config hash already finished in the MLflow experiment are
+skipped (--rerun forces them). --smoke runs every trial for a few steps first-class (its own
+sweep name, NAME-smoke) to catch broken cells before a real launch. Ctrl-C stops cleanly;
+`gatesweep resume NAME` continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gatedmodels.configbase import ConfigError
+
+from .common import UserError
+
+CONFIRM_ABOVE = 500
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("run", help="launch a sweep on Ray (local or --address)", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="sweep YAML")
+    add_launch_options(p)
+    p.add_argument("--smoke", action="store_true", help="run every trial for a few steps (sweep NAME-smoke)")
+    p.add_argument("--rerun", action="store_true", help="run trials even if their config already finished in the store")
+    p.add_argument("--yes", action="store_true", help=f"launch sweeps of more than {CONFIRM_ABOVE} trials without asking")
+    return p
+
+
+def add_launch_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", help="Ray cluster address (e.g. 10.0.0.5:6379 or auto); default: start a local Ray on 127.0.0.1")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the sweep's tracking.uri, MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument("--max-concurrent", type=int, help="trials at once (default: resources.max_concurrent, else what the cluster fits)")
+    p.add_argument("--runs-dir", default="runs", help="sweep state and checkpoints (default: ./runs; shared storage on a cluster)")
+
+
+def resolve_uri(args, spec) -> str:
+    from ..tracking import resolve_tracking_uri
+
+    try:
+        return resolve_tracking_uri(args.tracking_uri or spec.tracking.uri)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+
+
+def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
+    from ..launcher import Launcher, print_outcome
+
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
+    uri = resolve_uri(args, spec)
+    launcher = Launcher(spec, expansion, source=source, runs_root=args.runs_dir, tracking_uri=uri, address=args.address,
+                        max_concurrent=args.max_concurrent, rerun=rerun, resume=resume,
+                        log=lambda line: print(line, flush=True))
+    try:
+        outcome = launcher.run()
+    except RuntimeError as err:
+        if "still running" in str(err):
+            raise UserError(str(err)) from None
+        raise
+    print_outcome(outcome)
+    from ..tracking import redact_uri
+
+    print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
+    print(f"compare: gatesweep report {spec.name}" + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+    if outcome.interrupted:
+        print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)
+        return 130
+    return 1 if outcome.failed else 0
+
+
+def run(args) -> int:
+    from .sweepfile import load_and_expand
+
+    spec, expansion = load_and_expand(args.file, smoke=args.smoke)
+    n = len(expansion.trials)
+    if n > CONFIRM_ABOVE and not args.yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"{args.file}: {n} trials; pass --yes to launch more than {CONFIRM_ABOVE} trials")
+        answer = input(f"{n} trials. Launch? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not launched")
+            return 2
+    return launch(spec, expansion, args.file, args, resume=False, rerun=args.rerun)

@@ -1,0 +1,19 @@
+"""`gatesweep schema [--trial]`: print the JSON Schema of sweep files (or of trial configs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("schema", help="print the JSON Schema of sweep files (for editor completion)", description=__doc__)
+    p.add_argument("--trial", action="store_true", help="the schema of trial configs (gatesweep train) instead")
+    return p
+
+
+def run(args) -> int:
+    from ..schema import sweep_schema, trial_schema
+
+    print(json.dumps(trial_schema() if args.trial else sweep_schema(), indent=2))
+    return 0

@@ -1,0 +1,37 @@
+"""`gatesweep validate FILE...`: strict loading of sweep (or trial) files. Every unknown key, wrong
+type, invalid value and impossible combination is reported at once, with the file, the dotted
+path, what was given and what is allowed. Exit 0 when all are valid, 2 when not."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import UserError, load_yaml
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("validate", help="check sweep or trial files without launching anything", description=__doc__)
+    p.add_argument("files", nargs="+", help="sweep files (or trial config files)")
+    return p
+
+
+def run(args) -> int:
+    from .sweepfile import is_sweep_file, load_and_expand
+    from .train import load_trial_config
+
+    bad = 0
+    for path in args.files:
+        try:
+            data = load_yaml(path)
+            if is_sweep_file(data):
+                spec, e = load_and_expand(path)
+                print(f"{path}: valid sweep {spec.name!r}: {len(e.trials)} trials "
+                      f"({e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped)")
+            else:
+                cfg = load_trial_config(path, [])
+                print(f"{path}: valid trial config (hash {cfg.config_hash()})")
+        except UserError as err:
+            print(f"gatesweep: error: {err}", file=sys.stderr)
+            bad += 1
+    return 2 if bad else 0

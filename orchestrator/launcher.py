@@ -1,0 +1,500 @@
+"""Launch a sweep on Ray Tune, with an MLflow parent run and one child run per trial.
+
+One mechanism serves re-runs, resumes and retries: every trial has a fixed checkpoint folder
+(RUNS/sweeps/NAME/trials/HASH) and, for grid sweeps, an MLflow child run created before launch.
+- a retry (Tune's FailureConfig) calls the trainable again: same run, newest checkpoint;
+- `gatesweep resume NAME` re-launches with the same parent run and the unfinished child runs;
+  finished ones are not rerun, interrupted ones continue from their checkpoints;
+- `gatesweep run` again (or another sweep sharing trials) skips every config hash that already
+  finished in the experiment (`--rerun` forces them).
+State lives in RUNS/sweeps/NAME/state.json. On a multi-node cluster, RUNS must be on a file
+system every node mounts (checkpoints are local files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .sweep import Expansion, ExpandedTrial, SweepSpec
+from .tracking import RunLogger, client, get_or_create_experiment, redact_uri
+from .tune_trial import TRACKING_ENV
+
+SUMMARY = ("val_loss", "val_ppl", "first_token_attn", "sink_ratio", "gate_score_mean", "max_activation", "loss_spikes", "tokens_per_s")
+PASS_ENV = ("GATESWEEP_CACHE", "GATESWEEP_ONLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "DS_ACCELERATOR",
+            "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TORCH_EXTENSIONS_DIR")
+
+
+@dataclass
+class TrialRow:
+    name: str
+    config_hash: str
+    run_id: str | None
+    status: str = "pending"
+    """pending, running, finished, failed, stopped (ASHA), skipped (finished before), interrupted."""
+    metrics: dict = field(default_factory=dict)
+    axes: dict = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass
+class SweepOutcome:
+    name: str
+    parent_run_id: str
+    rows: list[TrialRow]
+    wall_s: float
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> int:
+        return sum(r.status == "failed" for r in self.rows)
+
+
+def sweep_dir(runs_root: Path, name: str) -> Path:
+    return Path(runs_root).resolve() / "sweeps" / name
+
+
+def load_state(path: Path) -> dict:
+    f = path / "state.json"
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def save_state(path: Path, state: dict) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / f"state.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(state, indent=2))
+    os.replace(tmp, path / "state.json")
+
+
+def finished_runs(uri: str, experiment: str) -> dict[str, object]:
+    """config hash -> a FINISHED run of it in the experiment (any sweep or `gatesweep train`)."""
+    cl = client(uri)
+    exp = cl.get_experiment_by_name(experiment)
+    if exp is None:
+        return {}
+    out = {}
+    token = None
+    while True:
+        page = cl.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'", max_results=5000, page_token=token)
+        for run in page:
+            h = run.data.tags.get("gatesweep.config_hash")
+            if h and h not in out:
+                out[h] = run
+        token = page.token
+        if not token:
+            return out
+
+
+def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
+    """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id."""
+    pid, session = state.get("driver_pid"), state.get("ray_session_dir")
+    if not pid or not session:
+        return
+    import psutil
+
+    if psutil.pid_exists(pid):
+        try:
+            if "gatesweep" in " ".join(psutil.Process(pid).cmdline()) or "orchestrator" in " ".join(psutil.Process(pid).cmdline()):
+                raise RuntimeError(f"sweep {state.get('name')} is still running (driver pid {pid})")
+        except psutil.NoSuchProcess:
+            pass
+    victims = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if session in " ".join(proc.info["cmdline"] or []):
+                victims.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    if victims:
+        psutil.wait_procs(victims, timeout=10)
+        log(f"stopped {len(victims)} Ray processes left by the previous driver (pid {pid})")
+
+
+class Launcher:
+    def __init__(self, spec: SweepSpec, expansion: Expansion, *, source: Path, runs_root: Path, tracking_uri: str,
+                 address: str | None = None, max_concurrent: int | None = None, rerun: bool = False,
+                 resume: bool = False, log: Callable[[str], None] = print):
+        self.spec, self.expansion, self.source = spec, expansion, Path(source).resolve()
+        self.dir = sweep_dir(runs_root, spec.name)
+        self.uri, self.address = tracking_uri, address
+        self.max_concurrent, self.rerun, self.resume, self.log = max_concurrent, rerun, resume, log
+        self.experiment = spec.tracking.experiment
+        self.state: dict = load_state(self.dir) if resume else {}
+        self.rows: dict[str, TrialRow] = {}
+        self.started_ray = False
+
+    # ---- MLflow side -----------------------------------------------------------------
+    def open_parent(self) -> str:
+        cl = client(self.uri)
+        exp_id = get_or_create_experiment(cl, self.experiment, self.uri)
+        parent = self.state.get("parent_run_id") if self.resume else None
+        if parent:
+            cl.update_run(parent, status="RUNNING")
+        else:
+            tags = {"gatesweep.sweep": self.spec.name, "gatesweep.kind": "sweep", "mlflow.note.content": self.spec.description,
+                    "gatesweep.tracking_uri": redact_uri(self.uri)}
+            parent = cl.create_run(exp_id, run_name=self.spec.name, tags=tags).info.run_id
+            logger = RunLogger(self.uri, parent)
+            e = self.expansion
+            logger.log_params({"sweep.cells": e.cells, "sweep.trials": len(e.trials), "sweep.excluded": e.excluded,
+                               "sweep.duplicates": e.duplicates, "sweep.search": self.spec.search.type,
+                               "sweep.axes": ",".join(e.varying) or "-"})
+            logger.log_artifact(self.source)
+        self.state.update({"name": self.spec.name, "parent_run_id": parent, "experiment": self.experiment,
+                           "sweep_file": str(self.dir / "sweep.yaml"), "trials": self.state.get("trials", {})})
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.source != (self.dir / "sweep.yaml").resolve():
+            shutil.copyfile(self.source, self.dir / "sweep.yaml")
+        return parent
+
+    def prepare_trials(self, parent: str) -> list[dict]:
+        """Skip finished hashes, (re)use or create child runs; return the payloads to launch."""
+        done = {} if self.rerun else finished_runs(self.uri, self.experiment)
+        cl = client(self.uri)
+        exp_id = cl.get_experiment_by_name(self.experiment).experiment_id
+        payloads = []
+        for t in self.expansion.trials:
+            row = TrialRow(t.name, t.config_hash, None, axes=t.axes)
+            self.rows[t.config_hash] = row
+            if self.spec.search.type == "grid" and t.config_hash in done:
+                run = done[t.config_hash]
+                row.run_id, row.status, row.metrics = run.info.run_id, "skipped", dict(run.data.metrics)
+                if run.data.tags.get("mlflow.parentRunId") != parent:
+                    cl.set_tag(run.info.run_id, f"gatesweep.also_in.{self.spec.name}", parent)
+                continue
+            payloads.append(self._payload(t, parent, cl, exp_id, row))
+        save_state(self.dir, self.state)
+        return payloads
+
+    def _payload(self, t: ExpandedTrial, parent: str, cl, exp_id: str, row: TrialRow) -> dict:
+        run_dir = self.dir / "trials" / t.config_hash
+        known = self.state["trials"].get(t.config_hash, {})
+        run_id = known.get("run_id")
+        if self.spec.search.type == "optuna":
+            run_id = None  # created per Tune trial, inside the trainable
+        elif run_id and self.resume:
+            try:
+                status = cl.get_run(run_id).info.status
+            except Exception:
+                run_id = None
+            else:
+                if status == "FINISHED" and not self.rerun:
+                    row.status = "skipped"
+        else:
+            run_id = None
+        if run_id is None and self.spec.search.type == "grid":
+            if run_dir.exists():  # a previous launch's checkpoints belong to another run
+                shutil.rmtree(run_dir, ignore_errors=True)
+            tags = {"gatesweep.sweep": self.spec.name, "gatesweep.config_hash": t.config_hash,
+                    "gatesweep.trial_name": t.name, "mlflow.parentRunId": parent,
+                    **{f"gatesweep.axis.{k}": str(v) for k, v in t.axes.items()}}
+            run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
+            cl.update_run(run_id, status="SCHEDULED")
+        row.run_id = run_id
+        self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}
+        res = self.spec.resources
+        return {
+            "config": t.config.to_dict(), "config_hash": t.config_hash, "name": t.name, "run_id": run_id,
+            "run_dir": str(run_dir), "tracking_uri": redact_uri(self.uri), "experiment": self.experiment,
+            "parent_run_id": parent, "sweep": self.spec.name, "workers": res.workers_per_trial,
+            "cpus": res.cpus_per_worker, "gpus": res.gpus_per_worker,
+            "tags": {f"gatesweep.axis.{k}": str(v) for k, v in t.axes.items()},
+        }
+
+    # ---- Ray side --------------------------------------------------------------------
+    def start_ray(self) -> None:
+        import ray
+
+        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        env[TRACKING_ENV] = self.uri
+        env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
+        env.setdefault("HF_DATASETS_OFFLINE", os.environ.get("HF_DATASETS_OFFLINE", "1"))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
+        runtime_env = {"env_vars": env}
+        if self.address:
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
+        else:
+            ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, _node_ip_address="127.0.0.1",
+                     runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
+            self.started_ray = True
+            from ray._private import worker as ray_worker
+
+            self.state["ray_session_dir"] = ray_worker._global_node.get_session_dir_path()
+            self.state["driver_pid"] = os.getpid()
+            save_state(self.dir, self.state)
+
+    def concurrency(self) -> int:
+        import ray
+
+        res = self.spec.resources
+        if self.max_concurrent:
+            return self.max_concurrent
+        if res.max_concurrent:
+            return res.max_concurrent
+        total = ray.cluster_resources()
+        per_trial_cpu = res.cpus_per_worker * res.workers_per_trial
+        n = int(total.get("CPU", 1) // per_trial_cpu)
+        if res.gpus_per_worker:
+            n = min(n, int(total.get("GPU", 0) // (res.gpus_per_worker * res.workers_per_trial)))
+        return max(1, n)
+
+    def tuner(self, payloads: list[dict], arm: dict | None = None):
+        from ray import tune
+
+        from . import tune_trial
+
+        spec, res = self.spec, self.spec.resources
+        if res.workers_per_trial > 1:
+            resources = {"cpu": 0.01}  # the TorchTrainer's workers reserve the real resources
+        else:
+            resources = {"cpu": res.cpus_per_worker, "gpu": res.gpus_per_worker}
+        trainable = tune.with_resources(tune_trial.trainable, resources)
+        scheduler = None
+        if spec.scheduler is not None and spec.scheduler.type == "asha":
+            from ray.tune.schedulers import ASHAScheduler
+
+            max_t = spec.scheduler.max_t or max(t.config.train.steps for t in self.expansion.trials)
+            scheduler = ASHAScheduler(time_attr="step", metric=spec.scheduler.metric, mode=spec.scheduler.mode,
+                                      grace_period=spec.scheduler.grace_period, max_t=max_t,
+                                      reduction_factor=spec.scheduler.reduction_factor)
+        names = {p["config_hash"]: p["name"] for p in payloads}
+        if arm is None:
+            param_space = {"trial": tune.grid_search(payloads)}
+            tune_cfg = tune.TuneConfig(max_concurrent_trials=self.concurrency(), scheduler=scheduler,
+                                       trial_name_creator=lambda tr: names.get(tr.config["trial"]["config_hash"], tr.trial_id),
+                                       trial_dirname_creator=lambda tr: tr.trial_id)
+        else:
+            from ray.tune.search.optuna import OptunaSearch
+            import optuna
+
+            sampler = optuna.samplers.TPESampler(seed=spec.search.seed) if spec.search.sampler == "tpe" else optuna.samplers.RandomSampler(seed=spec.search.seed)
+            space = {f"space/{path}": _tune_distribution(dist) for path, dist in spec.search.space.items()}
+            param_space = {"trial": arm, **space}
+            search = OptunaSearch(metric=spec.search.metric, mode=spec.search.mode, sampler=sampler)
+            tune_cfg = tune.TuneConfig(search_alg=search, num_samples=spec.search.num_samples, scheduler=scheduler,
+                                       max_concurrent_trials=self.concurrency(), trial_dirname_creator=lambda tr: tr.trial_id)
+        run_cfg = tune.RunConfig(
+            name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}",
+            storage_path=str(self.dir / "tune"),
+            failure_config=tune.FailureConfig(max_failures=spec.retries),
+            verbose=0,
+            callbacks=[_Progress(self.log, self.rows)],
+        )
+        return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
+
+    # ---- the whole thing -------------------------------------------------------------
+    def run(self) -> SweepOutcome:
+        t0 = time.time()
+        if self.resume:
+            kill_stale_ray(self.state, self.log)
+        parent = self.open_parent()
+        payloads = self.prepare_trials(parent)
+        payloads = [p for p in payloads if self.rows[p["config_hash"]].status != "skipped"]
+        skipped = sum(r.status == "skipped" for r in self.rows.values())
+        self.log(f"sweep {self.spec.name}: {len(self.expansion.trials)} trials, {skipped} already finished, {len(payloads)} to run"
+                 f" (MLflow experiment {self.experiment!r}, parent run {parent})")
+        interrupted = False
+        if payloads:
+            self.start_ray()
+            try:
+                self.log(f"Ray: {'cluster ' + self.address if self.address else 'local, 127.0.0.1'}; "
+                         f"up to {self.concurrency()} trials at once")
+                if self.spec.search.type == "grid":
+                    self.tuner(payloads).fit()
+                else:
+                    for arm in payloads:
+                        self.log(f"optuna arm {arm['name']}: {self.spec.search.num_samples} samples")
+                        self.tuner([arm], arm=arm).fit()
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                self.stop_ray()
+        outcome = self.collect(parent, time.time() - t0, interrupted)
+        self.close_parent(outcome)
+        return outcome
+
+    def stop_ray(self) -> None:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        if self.started_ray:
+            self.state.pop("ray_session_dir", None)
+            self.state.pop("driver_pid", None)
+            save_state(self.dir, self.state)
+
+    def collect(self, parent: str, wall: float, interrupted: bool) -> SweepOutcome:
+        """Read every trial's final state from MLflow (the source of truth) and settle runs that
+        Ray stopped without their own code running to the end (ASHA stops, killed workers)."""
+        cl = client(self.uri)
+        exp_id = cl.get_experiment_by_name(self.experiment).experiment_id
+        children = cl.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'", max_results=50000)
+        by_id = {r.info.run_id: r for r in children}
+        rows = [r for r in self.rows.values()]
+        if self.spec.search.type == "optuna":
+            rows = []
+            for run in children:
+                rows.append(TrialRow(run.data.tags.get("gatesweep.trial_name", run.info.run_name), run.data.tags.get("gatesweep.config_hash", ""),
+                                     run.info.run_id, axes={}))
+        for row in rows:
+            if row.status == "skipped" and row.run_id not in by_id:
+                continue
+            run = by_id.get(row.run_id) if row.run_id else None
+            if run is None:
+                continue
+            row.metrics = dict(run.data.metrics)
+            status = run.info.status
+            if status == "FINISHED":
+                row.status = "finished"
+            elif status == "FAILED":
+                row.status, row.reason = "failed", run.data.tags.get("gatesweep.failure_reason", "")
+            else:  # RUNNING / SCHEDULED / KILLED with nobody left to finish it
+                if interrupted:
+                    row.status, row.reason = "interrupted", f"interrupted; `gatesweep resume {self.spec.name}` continues it"
+                    cl.set_terminated(row.run_id, status="KILLED")
+                elif self.spec.scheduler is not None and row.metrics:
+                    row.status, row.reason = "stopped", f"stopped early by ASHA at step {int(row.metrics.get('step', 0)) or '?'}"
+                    cl.set_tag(row.run_id, "gatesweep.stopped_early", row.reason)
+                    cl.set_terminated(row.run_id, status="KILLED")
+                else:
+                    row.status, row.reason = "failed", "the trial's worker died and retries ran out"
+                    cl.set_tag(row.run_id, "gatesweep.failure_reason", row.reason)
+                    cl.set_terminated(row.run_id, status="FAILED")
+        return SweepOutcome(self.spec.name, parent, rows, wall, interrupted)
+
+    def close_parent(self, outcome: SweepOutcome) -> None:
+        cl = client(self.uri)
+        counts: dict[str, int] = {}
+        for r in outcome.rows:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        cl.set_tag(outcome.parent_run_id, "gatesweep.counts", json.dumps(counts))
+        cl.log_text(outcome.parent_run_id, summary_markdown(outcome), "summary.md")
+        if outcome.interrupted:
+            cl.set_terminated(outcome.parent_run_id, status="KILLED")
+        else:
+            cl.set_terminated(outcome.parent_run_id, status="FAILED" if outcome.failed and outcome.failed == len(outcome.rows) else "FINISHED")
+        save_state(self.dir, self.state)
+
+
+def _tune_distribution(dist: dict):
+    from ray import tune
+
+    from .sweep import numeric_bounds
+
+    kind, args = next(iter(dist.items()))
+    if kind == "choice":
+        return tune.choice(args)
+    lo, hi = numeric_bounds(args)
+    if kind == "loguniform":
+        return tune.loguniform(lo, hi)
+    if kind == "uniform":
+        return tune.uniform(lo, hi)
+    return tune.randint(int(lo), int(hi) + 1)
+
+
+class _Progress:
+    """Tune callback printing one line per event: start, evaluation, completion, error."""
+
+    def __new__(cls, log, rows):
+        from ray.tune import Callback
+
+        class Progress(Callback):
+            def __init__(self):
+                self.running, self.done, self.failed = set(), 0, 0
+
+            def _name(self, trial):
+                return getattr(trial, "custom_trial_name", None) or str(trial)
+
+            def on_trial_start(self, iteration, trials, trial, **info):
+                self.running.add(trial.trial_id)
+                log(f"  start   {self._name(trial)}  ({self._counts(trials)})")
+
+            def on_trial_result(self, iteration, trials, trial, result, **info):
+                if result.get("failed"):
+                    return
+                parts = [f"step {int(result.get('step', 0))}"]
+                for key in ("val_loss", "first_token_attn", "sink_ratio", "gate_score_mean"):
+                    if key in result:
+                        parts.append(f"{key} {result[key]:.3f}")
+                log(f"  eval    {self._name(trial)}  " + "  ".join(parts))
+
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                self.running.discard(trial.trial_id)
+                failed = (trial.last_result or {}).get("failed")
+                log(f"  {'failed' if failed else 'done'}    {self._name(trial)}  ({self._counts(trials)})")
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                self.running.discard(trial.trial_id)
+                log(f"  error   {self._name(trial)}: {_first_line(trial)}  ({self._counts(trials)})")
+
+            def on_trial_recover(self, iteration, trials, trial, **info):
+                log(f"  retry   {self._name(trial)}: {_first_line(trial)}")
+
+            def _counts(self, trials):
+                states = [t.status for t in trials]
+                return (f"running {states.count('RUNNING')}, done {states.count('TERMINATED')}, "
+                        f"errored {states.count('ERROR')}, pending {states.count('PENDING')}")
+
+        return Progress()
+
+
+def _first_line(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    try:
+        text = Path(path).read_text() if path else ""
+    except OSError:
+        text = ""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "error"
+
+
+def summary_rows(outcome: SweepOutcome, varying: list[str]) -> list[dict]:
+    rows = []
+    for r in outcome.rows:
+        row = {"trial": r.name, "status": r.status}
+        for key in SUMMARY:
+            row[key] = r.metrics.get(key)
+        if "bbc/copy_acc" in r.metrics:
+            row["copy_acc"] = r.metrics["bbc/copy_acc"]
+        rows.append(row)
+    return rows
+
+
+def summary_markdown(outcome: SweepOutcome) -> str:
+    rows = summary_rows(outcome, [])
+    if not rows:
+        return f"# {outcome.name}\n\nno trials\n"
+    cols = list(rows[0])
+    lines = [f"# sweep {outcome.name}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in rows:
+        lines.append("| " + " | ".join("-" if row[c] is None else (f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c])) for c in cols) + " |")
+    reasons = [f"- {r.name}: {r.reason}" for r in outcome.rows if r.reason]
+    if reasons:
+        lines += ["", "## notes", *reasons]
+    return "\n".join(lines) + "\n"
+
+
+def print_outcome(outcome: SweepOutcome, file=None) -> None:
+    from .cli.common import print_table
+
+    file = file or sys.stdout
+    print(file=file)
+    print_table(summary_rows(outcome, []), file=file)
+    for r in outcome.rows:
+        if r.reason:
+            print(f"  {r.name}: {r.reason}", file=file)
+    counts: dict[str, int] = {}
+    for r in outcome.rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    print(f"\n{outcome.name}: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {outcome.wall_s:.0f} s", file=file)

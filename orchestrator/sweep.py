@@ -1,0 +1,430 @@
+"""Sweep files: strict loading and expansion into validated trials.
+
+A sweep file is a `SweepSpec`. Expansion takes the cartesian product of the `grid` axes and the
+`zip` groups (axes varied together), drops `exclude`d cells, normalises the gate of every cell
+(fields that do not apply, such as the granularity of a `none` gate, are reset), validates each
+cell as a `TrialConfig`, and drops duplicates by config hash. Every problem of every cell is
+reported at once, before anything is launched.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gatedmodels import GateConfig, ModelConfig
+from gatedmodels.configbase import Config, ConfigError, Issue, deep_merge, field_type, set_dotted, show
+
+from .config import DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "deepspeed": DeepSpeedConfig, "eval": EvalConfig}
+
+
+@dataclass(kw_only=True, frozen=True)
+class SearchConfig(Config):
+    """How trials are chosen: the full grid, or Optuna within each grid arm."""
+
+    type: Literal["grid", "optuna"] = "grid"
+    """`grid`: one trial per expanded cell. `optuna`: for each grid arm, `num_samples` trials
+    sampled by Optuna from `space` (Ray Tune's OptunaSearch)."""
+    num_samples: int = 8
+    """Optuna: trials per grid arm."""
+    metric: str = "val_loss"
+    """Optuna (and ASHA, unless it sets its own): the metric to optimise."""
+    mode: Literal["min", "max"] = "min"
+    """Minimise or maximise `metric`."""
+    sampler: Literal["tpe", "random"] = "tpe"
+    """Optuna sampler."""
+    seed: int = 0
+    """Seed of the sampler."""
+    space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Optuna: dotted path -> distribution, one of {loguniform: [lo, hi]}, {uniform: [lo, hi]},
+    {int: [lo, hi]}, {choice: [a, b, ...]}."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.type == "optuna":
+            if self.num_samples < 1:
+                out.append(Issue("num_samples", f"got {self.num_samples}; allowed: >= 1"))
+            if not self.space:
+                out.append(Issue("space", "an optuna search needs at least one dimension, e.g. {train.lr: {loguniform: [1e-4, 1e-2]}}"))
+        for path, dist in self.space.items():
+            out += [i.prefixed(f"space.{path}") for i in _distribution_problems(dist)]
+        return out
+
+
+def _distribution_problems(dist: dict) -> list[Issue]:
+    kinds = ("loguniform", "uniform", "int", "choice")
+    if len(dist) != 1 or next(iter(dist)) not in kinds:
+        return [Issue("", f"got {show(dist)}; expected one of {', '.join(f'{{{k}: ...}}' for k in kinds)}")]
+    kind, args = next(iter(dist.items()))
+    if kind == "choice":
+        return [] if isinstance(args, list) and args else [Issue(kind, f"got {show(args)}; expected a non-empty list")]
+    bounds = numeric_bounds(args)
+    if bounds is None:
+        return [Issue(kind, f"got {show(args)}; expected [low, high]")]
+    lo, hi = bounds
+    if not lo < hi:
+        return [Issue(kind, f"got [{lo}, {hi}]; low must be below high")]
+    if kind == "loguniform" and lo <= 0:
+        return [Issue(kind, f"got [{lo}, {hi}]; loguniform needs low > 0")]
+    if kind == "int" and not all(float(a).is_integer() for a in args):
+        return [Issue(kind, f"got [{lo}, {hi}]; expected integers")]
+    return []
+
+
+def numeric_bounds(args: Any) -> tuple[float, float] | None:
+    """[low, high] as numbers; YAML 1.1 reads 1e-4 (no dot) as a string, so strings are parsed."""
+    if not isinstance(args, list) or len(args) != 2:
+        return None
+    out = []
+    for a in args:
+        if isinstance(a, bool):
+            return None
+        try:
+            out.append(float(a))
+        except (TypeError, ValueError):
+            return None
+    return out[0], out[1]
+
+
+@dataclass(kw_only=True, frozen=True)
+class SchedulerConfig(Config):
+    """Early stopping of weak trials (Ray Tune's ASHA)."""
+
+    type: Literal["asha", "fifo"] = "asha"
+    """`asha`: asynchronous successive halving; `fifo`: run every trial to the end."""
+    metric: str = "val_loss"
+    """Metric compared at each evaluation."""
+    mode: Literal["min", "max"] = "min"
+    """Minimise or maximise `metric`."""
+    grace_period: int = 100
+    """Steps before a trial can be stopped."""
+    max_t: int = 0
+    """Longest trial in steps; 0: train.steps."""
+    reduction_factor: float = 3.0
+    """ASHA's halving rate."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.grace_period < 1:
+            out.append(Issue("grace_period", f"got {self.grace_period}; allowed: >= 1"))
+        if self.reduction_factor <= 1:
+            out.append(Issue("reduction_factor", f"got {self.reduction_factor}; allowed: > 1"))
+        return out
+
+
+@dataclass(kw_only=True, frozen=True)
+class ResourcesConfig(Config):
+    """Resources of each trial on the Ray cluster."""
+
+    workers_per_trial: int = 1
+    """DeepSpeed processes per trial; > 1 runs the trial across Ray Train workers."""
+    cpus_per_worker: float = 1.0
+    """CPUs reserved per worker (also its torch thread count on CPU)."""
+    gpus_per_worker: float = 0.0
+    """GPUs per worker."""
+    max_concurrent: int = 0
+    """Trials running at once; 0: as many as the cluster's CPUs (and GPUs) allow."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.workers_per_trial < 1:
+            out.append(Issue("workers_per_trial", f"got {self.workers_per_trial}; allowed: >= 1"))
+        if self.cpus_per_worker <= 0:
+            out.append(Issue("cpus_per_worker", f"got {self.cpus_per_worker}; allowed: > 0"))
+        if self.gpus_per_worker < 0:
+            out.append(Issue("gpus_per_worker", f"got {self.gpus_per_worker}; allowed: >= 0"))
+        if self.max_concurrent < 0:
+            out.append(Issue("max_concurrent", f"got {self.max_concurrent}; allowed: >= 0"))
+        return out
+
+
+@dataclass(kw_only=True, frozen=True)
+class SweepSpec(Config):
+    """A sweep file."""
+
+    name: str
+    """Names the MLflow parent run and the sweep's state folder (letters, digits, . _ -)."""
+    description: str = ""
+    """Free text, shown in the report."""
+    base: dict[str, Any] = field(default_factory=dict)
+    """A trial config, as for `gatesweep train` (model, data, train, deepspeed, eval)."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """Cartesian product over dotted paths, e.g. {model.gate.position: [none, G1]}."""
+    zip: list[dict[str, list[Any]]] = field(default_factory=list)
+    """Groups of axes varied together: in a group, all lists have one length and the i-th values go together."""
+    exclude: list[dict[str, Any]] = field(default_factory=list)
+    """Cells to skip: a cell matching every pair of an entry is dropped."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """Grid, or Optuna within each grid arm."""
+    scheduler: SchedulerConfig | None = None
+    """Optional early stopping (ASHA)."""
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    """Resources per trial."""
+    retries: int = 1
+    """Times a trial that crashed (not one that diverged) is retried, from its last checkpoint."""
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    """MLflow experiment and tracking URI."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if not NAME_RE.match(self.name):
+            out.append(Issue("name", f"got {self.name!r}; allowed: 1-100 letters, digits, '.', '_', '-'"))
+        if self.retries < 0:
+            out.append(Issue("retries", f"got {self.retries}; allowed: >= 0"))
+        if "tracking" in self.base:
+            out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
+        else:
+            try:
+                TrialConfig.from_dict(self.base)
+            except ConfigError as err:  # reported now, with the file's other problems
+                out += [i.prefixed("base") for i in err.issues if not _axis_overrides(i.path, self)]
+        axes: dict[str, str] = {}
+        for path, values in self.grid.items():
+            out += [i.prefixed(f"grid.{path}") for i in _path_problems(path)]
+            if not values:
+                out.append(Issue(f"grid.{path}", "is empty; give at least one value"))
+            axes[path] = f"grid.{path}"
+        for g, group in enumerate(self.zip):
+            lengths = {len(v) for v in group.values()}
+            if not group:
+                out.append(Issue(f"zip[{g}]", "is empty"))
+            elif len(lengths) != 1:
+                out.append(Issue(f"zip[{g}]", f"lists of a zip group must have one length; got {sorted(lengths)}"))
+            elif 0 in lengths:
+                out.append(Issue(f"zip[{g}]", "is empty; give at least one value"))
+            for path in group:
+                out += [i.prefixed(f"zip[{g}].{path}") for i in _path_problems(path)]
+                if path in axes:
+                    out.append(Issue(f"zip[{g}].{path}", f"is already an axis ({axes[path]})"))
+                axes[path] = f"zip[{g}]"
+        for e, entry in enumerate(self.exclude):
+            if not entry:
+                out.append(Issue(f"exclude[{e}]", "is empty (it would exclude every cell)"))
+            for path in entry:
+                if path not in axes:
+                    out.append(Issue(f"exclude[{e}].{path}", f"is not an axis of grid or zip; axes: {', '.join(axes) or 'none'}"))
+        for path in self.search.space:
+            out += [i.prefixed(f"search.space.{path}") for i in _path_problems(path)]
+            if path in axes:
+                out.append(Issue(f"search.space.{path}", f"is also a grid/zip axis ({axes[path]}); search it or grid it, not both"))
+        if self.search.type == "grid" and self.search.space:
+            out.append(Issue("search.space", "is only used by search type 'optuna'"))
+        return out
+
+
+def _axis_overrides(issue_path: str, spec: "SweepSpec") -> bool:
+    """Whether a problem of the base is at a path some axis sets (the cells decide then)."""
+    axes = list(spec.grid) + [p for g in spec.zip for p in g] + list(spec.search.space)
+    return any(issue_path == a or issue_path.startswith(a + ".") or a.startswith(issue_path + ".") for a in axes)
+
+
+def _path_problems(path: str) -> list[Issue]:
+    """A dotted path must name a field of the trial config."""
+    parts = path.split(".")
+    if len(parts) < 2 or parts[0] not in SECTIONS:
+        return [Issue("", f"must be a dotted path into one of {', '.join(SECTIONS)} (e.g. model.gate.position)")]
+    cls: Any = SECTIONS[parts[0]]
+    for i, part in enumerate(parts[1:], 1):
+        if cls is dict:
+            return []
+        fields = getattr(cls, "__dataclass_fields__", None)
+        if fields is None:
+            return [Issue("", f"{'.'.join(parts[:i])} is a value, not a section")]
+        if part not in fields:
+            import difflib
+
+            close = difflib.get_close_matches(part, list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return [Issue("", f"unknown field {part!r} in {'.'.join(parts[:i])}{hint}; allowed: {', '.join(fields)}")]
+        cls = field_type(cls, part)
+    return []
+
+
+# ---- expansion -------------------------------------------------------------------------
+@dataclass
+class ExpandedTrial:
+    config: TrialConfig
+    config_hash: str
+    axes: dict[str, Any]
+    """The values of the varying axes for this trial (normalised)."""
+    name: str = ""
+
+
+@dataclass
+class Expansion:
+    trials: list[ExpandedTrial]
+    cells: int
+    excluded: int
+    duplicates: int
+    varying: list[str]
+    """Axes whose value differs between trials (the columns of the trial table)."""
+
+    @property
+    def arms(self) -> list[ExpandedTrial]:
+        return self.trials
+
+
+def _cells(spec: SweepSpec) -> list[dict[str, Any]]:
+    dims: list[list[dict[str, Any]]] = [[{path: v} for v in values] for path, values in spec.grid.items()]
+    for group in spec.zip:
+        n = len(next(iter(group.values())))
+        dims.append([{path: values[i] for path, values in group.items()} for i in range(n)])
+    out = []
+    for combo in itertools.product(*dims) if dims else [()]:
+        cell: dict[str, Any] = {}
+        for part in combo:
+            cell.update(part)
+        out.append(cell)
+    return out
+
+
+def _matches(cell: dict, entry: dict) -> bool:
+    return all(path in cell and cell[path] == value for path, value in entry.items())
+
+
+def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
+    """Expand and validate every cell; raise ConfigError (naming the cells) if any is invalid.
+
+    Each section (model, data, ...) of a cell depends only on the cell's axes inside that
+    section, so sections are built and validated once per distinct combination: a 10,000-cell
+    grid validates a handful of sections, not 10,000 trial configs from scratch."""
+    cells = _cells(spec)
+    by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
+    for path in list(spec.grid) + [p for group in spec.zip for p in group]:
+        by_section[path.split(".")[0]].append(path)
+    cache: dict[tuple, Any] = {}
+    trials: list[ExpandedTrial] = []
+    seen: set[str] = set()
+    excluded = duplicates = 0
+    issues: list[Issue] = []
+    reported: set[str] = set()
+    for cell in cells:
+        if any(_matches(cell, entry) for entry in spec.exclude):
+            excluded += 1
+            continue
+        sections, errors = {}, []
+        for name, paths in by_section.items():
+            key = (name, repr([(p, cell[p]) for p in paths if p in cell]))
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell})
+            if isinstance(hit, ConfigError):
+                errors += hit.issues
+            else:
+                sections[name] = hit
+        if not errors:
+            try:
+                cfg = TrialConfig(**sections, tracking=spec.tracking)
+            except ConfigError as err:
+                errors = err.issues
+        if errors:
+            where = "cell {" + ", ".join(f"{k}: {v}" for k, v in cell.items()) + "}" if cell else "base"
+            for issue in errors:
+                if str(issue) not in reported:
+                    reported.add(str(issue))
+                    issues.append(Issue(issue.path, f"{issue.message} (in {where})"))
+            continue
+        h = cfg.config_hash()
+        if h in seen:
+            duplicates += 1
+            continue
+        seen.add(h)
+        trials.append(ExpandedTrial(cfg, h, {}))
+    if issues:
+        raise ConfigError(issues, str(source) if source else None)
+    varying = _varying_axes(spec, trials)
+    for t in trials:
+        t.axes = {path: _axis_value(t.config, path) for path in varying}
+    _name_trials(trials, varying)
+    return Expansion(trials, len(cells), excluded, duplicates, varying)
+
+
+def _build_section(name: str, base: Any, values: dict[str, Any]):
+    """One validated section (or the ConfigError saying why not)."""
+    data = copy.deepcopy(base) if isinstance(base, dict) else base
+    try:
+        if values and not isinstance(data, dict):
+            raise ConfigError([Issue(name, f"got {show(base)}; expected a mapping")])
+        for path, value in values.items():
+            set_dotted(data, path.split(".", 1)[1], value)
+        if name == "model" and isinstance(data, dict) and isinstance(data.get("gate"), dict):
+            data["gate"] = GateConfig.normalize_dict(data["gate"])
+        return SECTIONS[name].from_dict(data, path=name)
+    except ConfigError as err:
+        return err
+
+
+def _axis_value(cfg: TrialConfig, path: str) -> Any:
+    if path == "model.gate":
+        return cfg.model.gate.label
+    node: Any = cfg
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    return node
+
+
+def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
+    """Axis paths whose (normalised) values differ between trials; gate fields fold into one `model.gate` column."""
+    paths = list(spec.grid) + [p for group in spec.zip for p in group]
+    out: list[str] = []
+    gate_varies = False
+    for path in paths:
+        if path.startswith("model.gate"):
+            gate_varies = gate_varies or len({t.config.model.gate.label for t in trials}) > 1
+            continue
+        if len({repr(_axis_value(t.config, path)) for t in trials}) > 1:
+            out.append(path)
+    return (["model.gate"] if gate_varies else []) + out
+
+
+def _short(path: str, value: Any) -> str:
+    if path == "model.gate":
+        return str(value)
+    if path == "model.size":
+        return str(value)
+    if path == "train.seed":
+        return f"s{value}"
+    leaf = path.split(".")[-1]
+    if isinstance(value, float):
+        value = f"{value:g}"
+    return f"{leaf}={value}"
+
+
+def _name_trials(trials: list[ExpandedTrial], varying: list[str]) -> None:
+    """Run names from the values that vary (e.g. `G1-elementwise-small-s0`), unique."""
+    counts: dict[str, int] = {}
+    for t in trials:
+        name = "-".join(_short(p, t.axes[p]) for p in varying) or t.config.model.gate.label
+        t.name = name
+        counts[name] = counts.get(name, 0) + 1
+    for t in trials:
+        if counts[t.name] > 1:
+            t.name = f"{t.name}-{t.config_hash[:6]}"
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    """Load and strictly validate a sweep file (expansion is separate: `expand`)."""
+    from .cli.common import load_yaml
+
+    data = load_yaml(path)
+    try:
+        return SweepSpec.from_dict(data)
+    except ConfigError as err:
+        raise err.with_source(str(path)) from None
+
+
+def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
+    """A copy that runs every trial for a few steps: catches broken cells before a real launch."""
+    base = deep_merge(spec.base, {
+        "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
+        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+    })
+    search = spec.search.replace(num_samples=min(spec.search.num_samples, 2))
+    return spec.replace(name=f"{spec.name}-smoke", base=base, search=search, scheduler=None)

@@ -1,0 +1,139 @@
+"""The Ray Tune trainable: runs inside Ray worker processes, one call per trial (and retry).
+
+It receives a small payload (trial config as a dict, its MLflow run id and checkpoint folder),
+turns it into a typed `TrialConfig` on its first line, and calls `run_trial`. A retry calls it
+again with the same payload, so it continues the same MLflow run from the newest checkpoint.
+
+Failures are split in two: a trial that diverged or cannot read its data fails for good (it is
+recorded in MLflow and the function returns, so Tune does not retry it); anything else (a
+crashed or killed worker, a lost node) raises, and Tune retries it up to the sweep's `retries`.
+With `workers_per_trial > 1` the trial runs across Ray Train workers (a TorchTrainer built here,
+the Ray Train V2 pattern); Ray has made the process group, DeepSpeed joins it, rank 0 logs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from gatedmodels.configbase import set_dotted
+
+TRACKING_ENV = "GATESWEEP_TRACKING_URI"
+
+
+def _payload_config(config: dict) -> dict:
+    """The trial payload; for Optuna, the sampled values are written into the arm's config."""
+    payload = dict(config["trial"])
+    sampled = {k[len("space/"):]: v for k, v in config.items() if k.startswith("space/")}
+    if sampled:
+        import copy
+
+        trial = copy.deepcopy(payload["config"])
+        for path, value in sampled.items():
+            set_dotted(trial, path, value)
+        payload["config"] = trial
+        payload["sampled"] = sampled
+    return payload
+
+
+def _scalar_metrics(metrics: dict) -> dict:
+    return {k: float(v) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and "/layer_" not in k}
+
+
+def _context(payload: dict, report, num_threads: int | None):
+    from .trial import TrialContext
+
+    return TrialContext(
+        run_dir=Path(payload["run_dir"]),
+        tracking_uri=os.environ.get(TRACKING_ENV) or payload["tracking_uri"],
+        experiment=payload["experiment"],
+        run_id=payload.get("run_id"),
+        run_name=payload["name"],
+        parent_run_id=payload.get("parent_run_id"),
+        tags={"gatesweep.sweep": payload["sweep"], "gatesweep.trial_name": payload["name"], **payload.get("tags", {})},
+        resume=True,
+        num_threads=num_threads,
+        report=report,
+    )
+
+
+def trainable(config: dict) -> None:
+    from ray import tune
+
+    from .config import TrialConfig
+    from .trial import TrialFailed, run_trial
+
+    payload = _payload_config(config)
+    cfg = TrialConfig.from_dict(payload["config"])
+    if payload.get("run_id") is None:  # Optuna trials: one run per Tune trial, found again on retry
+        payload = _attach_run(payload, cfg, tune.get_context().get_trial_id())
+    if payload["workers"] > 1:
+        metrics = _run_distributed(payload)
+        tune.report({"step": cfg.train.steps, **metrics, "failed": 0.0})
+        return
+
+    def report(metrics: dict, checkpoint) -> None:
+        tune.report({**_scalar_metrics(metrics), "failed": 0.0})
+
+    try:
+        run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))
+    except TrialFailed as err:
+        if err.permanent:  # recorded in MLflow; a retry would fail the same way
+            tune.report({"failed": 1.0, "step": 0})
+            return
+        raise
+
+
+def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
+    """Create (or, on a retry, find) the MLflow child run of an Optuna trial."""
+    from .tracking import RunLogger, client
+
+    uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
+    cl = client(uri)
+    exp = cl.get_experiment_by_name(payload["experiment"])
+    found = cl.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.tune_trial_id` = '{trial_id}'", max_results=1)
+    name = f"{payload['name']}-" + "-".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
+                                              for k, v in payload.get("sampled", {}).items())
+    if found:
+        run_id = found[0].info.run_id
+    else:
+        tags = {"gatesweep.sweep": payload["sweep"], "gatesweep.config_hash": cfg.config_hash(),
+                "gatesweep.tune_trial_id": trial_id, "gatesweep.trial_name": name}
+        run_id = RunLogger.create(uri, payload["experiment"], run_name=name, tags=tags, parent_run_id=payload["parent_run_id"]).run_id
+    run_dir = str(Path(payload["run_dir"]) / trial_id)
+    return {**payload, "run_id": run_id, "name": name, "run_dir": run_dir}
+
+
+def _worker_loop(payload: dict) -> None:
+    """Runs in each Ray Train worker; the process group already exists."""
+    from .config import TrialConfig
+    from .trial import TrialFailed, run_trial
+
+    cfg = TrialConfig.from_dict(payload["config"])
+    try:
+        run_trial(cfg, _context(payload, None, int(payload["cpus"]) or 1))
+    except TrialFailed as err:
+        if not err.permanent:
+            raise
+
+
+def _run_distributed(payload: dict) -> dict:
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from .tracking import client
+
+    gpus = payload["gpus"]
+    trainer = TorchTrainer(
+        train_loop_per_worker=_worker_loop,
+        train_loop_config=payload,
+        scaling_config=ScalingConfig(num_workers=payload["workers"], use_gpu=gpus > 0,
+                                     resources_per_worker={"CPU": payload["cpus"], **({"GPU": gpus} if gpus else {})}),
+        run_config=RunConfig(name=f"{payload['name']}-train", storage_path=str(Path(payload["run_dir"]) / "ray_train")),
+    )
+    trainer.fit()
+    uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
+    run = client(uri).get_run(payload["run_id"])
+    return _scalar_metrics(run.data.metrics)

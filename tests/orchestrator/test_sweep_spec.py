@@ -1,0 +1,166 @@
+"""Sweep files: strict validation (a corpus of malformed files), expansion, plan, schema."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gatedmodels.configbase import ConfigError
+from orchestrator.sweep import SweepSpec, expand, load_sweep
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+BAD = sorted((HERE / "bad_sweeps").glob("*.yaml"))
+SHIPPED = sorted((ROOT / "sweeps").glob("*.yaml"))
+
+EXPECTED = {  # file -> text the error must contain (the field and what is allowed)
+    "01_no_name": "name",
+    "02_bad_name": "name: got 'has space'; allowed",
+    "03_unknown_top_key": "grids: unknown key (did you mean 'grid'?)",
+    "04_grid_not_mapping": "grid: got",
+    "05_grid_values_not_list": "grid.model.gate.position: got 'G1'; expected a list",
+    "06_empty_grid_axis": "grid.model.gate.position: is empty",
+    "07_bad_axis_path": "grid.model.gate.positon: unknown field 'positon' in model.gate (did you mean 'position'?)",
+    "08_axis_outside_sections": "grid.optimizer.lr: must be a dotted path into one of model, data, train",
+    "09_bad_gate_value": "model.gate.position: got 'G6'; allowed: none, G1, G2, G3, G4, G5",
+    "10_impossible_combo": "model.gate.granularity: G5 gates the n x d_model dense output",
+    "11_zip_unequal": "zip[0]: lists of a zip group must have one length",
+    "12_zip_axis_also_grid": "zip[0].train.lr: is already an axis",
+    "13_exclude_non_axis": "exclude[0].train.seed: is not an axis",
+    "14_wrong_type_base": "train.steps: got 'ten'; expected an integer",
+    "15_unknown_base_key": "trainer",
+    "16_optuna_without_space": "search.space: an optuna search needs at least one dimension",
+    "17_optuna_bad_distribution": "search.space.train.lr: got",
+    "18_optuna_low_above_high": "low must be below high",
+    "19_search_axis_in_grid": "search.space.train.lr: is also a grid/zip axis",
+    "20_bad_scheduler": "scheduler.type: got 'hyperband'; allowed: asha, fifo",
+    "21_negative_resources": "resources.workers_per_trial: got 0",
+    "22_bad_retries": "retries: got -2",
+    "23_python_tag": "not allowed",
+    "24_duplicate_key": "duplicate key 'name'",
+    "25_not_yaml": "invalid YAML",
+    "26_scalar_file": "expected a mapping at the top level",
+    "27_bad_preset": "model.size: got 'gigantic'; allowed: custom, bigram-1l",
+    "28_space_in_grid_sweep": "search.space: is only used by search type 'optuna'",
+    "29_tracking_in_base": "base.tracking: set tracking at the top level",
+    "30_every_cell_excluded": "no trials left",
+    "31_bad_tokenizer_in_grid": "data.tokenizer: got 'wordpiece'",
+    "32_path_into_value": "model.size is a value, not a section",
+    "33_empty": "the file is empty",
+}
+
+
+def test_corpus_is_complete():
+    assert len(BAD) >= 30
+    assert {p.stem for p in BAD} == set(EXPECTED)
+
+
+def gatesweep(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_validate_rejects_every_malformed_file_with_the_field_and_no_traceback(tmp_path):
+    """One process validates the whole corpus (each file reported on its own)."""
+    out = gatesweep("validate", *map(str, BAD), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    blocks = {}
+    for path in BAD:
+        start = out.stderr.find(str(path))
+        assert start >= 0, f"{path.name} not reported"
+        end = min([i for i in (out.stderr.find("gatesweep: error:", start + 1),) if i > 0] or [len(out.stderr)])
+        blocks[path.stem] = out.stderr[start:end]
+    for stem, text in EXPECTED.items():
+        assert text in blocks[stem], f"{stem}: expected {text!r} in:\n{blocks[stem]}"
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
+
+
+def test_all_problems_of_a_file_are_reported_at_once(tmp_path):
+    f = tmp_path / "many.yaml"
+    f.write_text("name: x\nbase: {model: {size: tiny, gate: {position: G9}}, train: {steps: -1, lr: fast}}\n"
+                 "grid: {model.gate.positon: [G1]}\nretries: -1\nresources: {cpus_per_worker: 0}\n")
+    out = gatesweep("validate", str(f))
+    assert out.returncode == 2
+    for text in ("grid.model.gate.positon", "retries: got -1", "resources.cpus_per_worker: got 0"):
+        assert text in out.stderr
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_sweep_loads_expands_and_matches_the_schema(path):
+    import jsonschema
+
+    from orchestrator.cli.common import load_yaml
+    from orchestrator.schema import sweep_schema
+
+    spec = load_sweep(path)
+    e = expand(spec)
+    assert e.trials and len({t.name for t in e.trials}) == len(e.trials)
+    jsonschema.validate(load_yaml(path), sweep_schema())
+
+
+def spec(**kw) -> SweepSpec:
+    base = {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}
+    return SweepSpec.from_dict({"name": "t", "base": base, **kw})
+
+
+def test_expansion_normalises_and_drops_duplicates():
+    s = spec(grid={"model.gate.position": ["none", "G1"], "model.gate.granularity": ["elementwise", "headwise"],
+                   "model.gate.mode": ["multiplicative", "additive"]})
+    e = expand(s)
+    # none x (2 x 2) collapse to one; G1 x 2 granularities x 2 modes stay (additive gets silu)
+    assert e.cells == 8 and e.duplicates == 3 and len(e.trials) == 5
+    labels = sorted(t.config.model.gate.label for t in e.trials)
+    assert labels == ["G1-elementwise", "G1-elementwise-additive", "G1-headwise", "G1-headwise-additive", "none"]
+    assert e.varying == ["model.gate"]
+
+
+def test_zip_exclude_names_and_hashes():
+    s = spec(grid={"train.seed": [0, 1]},
+             zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.01]}],
+             exclude=[{"model.gate.position": "none", "train.seed": 1}])
+    e = expand(s)
+    assert (e.cells, e.excluded, len(e.trials)) == (4, 1, 3)
+    names = sorted(t.name for t in e.trials)
+    assert names == ["G1-elementwise-s0-lr=0.01", "G1-elementwise-s1-lr=0.01", "none-s0-lr=0.003"]
+    assert len({t.config_hash for t in e.trials}) == 3
+    g1 = next(t for t in e.trials if t.name.startswith("G1") and t.config.train.seed == 0)
+    assert g1.config.train.lr == 0.01 and g1.axes == {"model.gate": "G1-elementwise", "train.seed": 0, "train.lr": 0.01}
+
+
+def test_config_hash_ignores_tracking_and_is_stable():
+    a = expand(spec(tracking={"experiment": "a"})).trials[0]
+    b = expand(spec(tracking={"experiment": "b"})).trials[0]
+    assert a.config_hash == b.config_hash
+
+
+def test_plan_of_a_10000_trial_grid_is_fast():
+    s = spec(grid={"model.gate.position": ["none", "G1", "G2", "G3", "G4"], "train.lr": [i * 1e-4 for i in range(1, 51)],
+                   "train.seed": list(range(40))})
+    t0 = time.perf_counter()
+    e = expand(s)
+    elapsed = time.perf_counter() - t0
+    assert len(e.trials) == 10_000
+    assert elapsed < 5  # the benchmark reports the real figure; this only guards against a blow-up
+
+
+def test_plan_command_prints_the_table_and_counts(tmp_path):
+    out = gatesweep("plan", str(ROOT / "sweeps" / "quickstart.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "G1-elementwise-s0" in out.stdout and "12 cells, 2 excluded, 2 duplicates dropped -> 8 trials" in out.stdout
+    assert "0 already finished" in out.stdout and "FLOPs" in out.stdout
+    assert not (tmp_path / "mlflow.db").exists(), "plan must not create a store"
+
+
+def test_schema_command_is_valid_json_schema():
+    import jsonschema
+
+    out = gatesweep("schema")
+    schema = json.loads(out.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert "model" in schema["properties"]["base"]["properties"]
+    assert "SDPA output" in json.dumps(schema)
