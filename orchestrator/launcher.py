@@ -14,6 +14,7 @@ system every node mounts (checkpoints are local files).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -91,34 +92,57 @@ def finished_runs(uri: str, experiment: str) -> dict[str, object]:
             return out
 
 
+def ray_processes(marker: str, node_id: str | None = None) -> list:
+    """Processes of one Ray instance: those whose command line holds `marker` (its session or
+    temp folder), those carrying its node id, and all their descendants (Ray's agents rename
+    themselves, e.g. `ray::DashboardAgent`, but are children of the raylet)."""
+    import psutil
+
+    roots = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []) or (node_id and proc.environ().get("RAY_NODE_ID") == node_id):
+                roots.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    found = {p.pid: p for p in roots}
+    for proc in roots:
+        try:
+            for child in proc.children(recursive=True):
+                found.setdefault(child.pid, child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return [p for pid, p in found.items() if pid != os.getpid()]
+
+
+def kill_processes(procs: list) -> int:
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    psutil.wait_procs(procs, timeout=10)
+    return len(procs)
+
+
 def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
     """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id."""
-    pid, session = state.get("driver_pid"), state.get("ray_session_dir")
+    pid, session, node = state.get("driver_pid"), state.get("ray_session_dir"), state.get("ray_node_id")
     if not pid or not session:
         return
     import psutil
 
-    if psutil.pid_exists(pid):
-        try:
-            if "gatesweep" in " ".join(psutil.Process(pid).cmdline()) or "orchestrator" in " ".join(psutil.Process(pid).cmdline()):
-                raise RuntimeError(f"sweep {state.get('name')} is still running (driver pid {pid})")
-        except psutil.NoSuchProcess:
-            pass
-    victims = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if session in " ".join(proc.info["cmdline"] or []):
-                victims.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    for proc in victims:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    if victims:
-        psutil.wait_procs(victims, timeout=10)
-        log(f"stopped {len(victims)} Ray processes left by the previous driver (pid {pid})")
+    try:
+        cmd = " ".join(psutil.Process(pid).cmdline())
+        if "gatesweep" in cmd or "orchestrator" in cmd:
+            raise RuntimeError(f"sweep {state.get('name')} is still running (driver pid {pid})")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        pass
+    n = kill_processes(ray_processes(session, node))
+    if n:
+        log(f"stopped {n} Ray processes left by the previous driver (pid {pid})")
 
 
 class Launcher:
@@ -214,6 +238,14 @@ class Launcher:
 
     # ---- Ray side --------------------------------------------------------------------
     def start_ray(self) -> None:
+        # Tune's own console output (boxes, TensorBoard hints) would drown the progress lines
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        if not self.address or _loopback(self.address):
+            # Ray 2.60 rewrites 127.0.0.1 / localhost to the machine's network address (even with
+            # _node_ip_address); with this switch its node-IP lookup returns loopback, so a local
+            # cluster binds and talks on 127.0.0.1 only. It disables nothing else on Linux.
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray
 
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
@@ -223,14 +255,21 @@ class Launcher:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
         runtime_env = {"env_vars": env}
         if self.address:
-            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
+            host = self.address.rsplit(":", 1)[0]
+            # on the head machine of a loopback test cluster (127.0.0.x), the driver is that node
+            extra = {"_node_ip_address": host} if host.startswith("127.") and host != "127.0.0.1" else {}
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING", **extra)
         else:
-            ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False, _node_ip_address="127.0.0.1",
+            res = self.spec.resources
+            # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
+            need = math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))
+            ray.init(num_cpus=max(len(os.sched_getaffinity(0)), need), include_dashboard=False, _node_ip_address="127.0.0.1",
                      runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
             self.started_ray = True
             from ray._private import worker as ray_worker
 
             self.state["ray_session_dir"] = ray_worker._global_node.get_session_dir_path()
+            self.state["ray_node_id"] = ray.get_runtime_context().get_node_id()
             self.state["driver_pid"] = os.getpid()
             save_state(self.dir, self.state)
 
@@ -279,11 +318,12 @@ class Launcher:
             import optuna
 
             sampler = optuna.samplers.TPESampler(seed=spec.search.seed) if spec.search.sampler == "tpe" else optuna.samplers.RandomSampler(seed=spec.search.seed)
-            space = {f"space/{path}": _tune_distribution(dist) for path, dist in spec.search.space.items()}
-            param_space = {"trial": arm, **space}
+            space = {path: _tune_distribution(dist) for path, dist in spec.search.space.items()}
+            param_space = {"trial": arm, "space": space}
             search = OptunaSearch(metric=spec.search.metric, mode=spec.search.mode, sampler=sampler)
             tune_cfg = tune.TuneConfig(search_alg=search, num_samples=spec.search.num_samples, scheduler=scheduler,
-                                       max_concurrent_trials=self.concurrency(), trial_dirname_creator=lambda tr: tr.trial_id)
+                                       max_concurrent_trials=self.concurrency(), trial_dirname_creator=lambda tr: tr.trial_id,
+                                       trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}")
         run_cfg = tune.RunConfig(
             name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}",
             storage_path=str(self.dir / "tune"),
@@ -330,8 +370,8 @@ class Launcher:
         if ray.is_initialized():
             ray.shutdown()
         if self.started_ray:
-            self.state.pop("ray_session_dir", None)
-            self.state.pop("driver_pid", None)
+            for key in ("ray_session_dir", "ray_node_id", "driver_pid"):
+                self.state.pop(key, None)
             save_state(self.dir, self.state)
 
     def collect(self, parent: str, wall: float, interrupted: bool) -> SweepOutcome:
@@ -359,6 +399,8 @@ class Launcher:
                 row.status = "finished"
             elif status == "FAILED":
                 row.status, row.reason = "failed", run.data.tags.get("gatesweep.failure_reason", "")
+            elif status == "KILLED" and "gatesweep.stopped_early" in run.data.tags:
+                row.status, row.reason = "stopped", run.data.tags["gatesweep.stopped_early"]
             else:  # RUNNING / SCHEDULED / KILLED with nobody left to finish it
                 if interrupted:
                     row.status, row.reason = "interrupted", f"interrupted; `gatesweep resume {self.spec.name}` continues it"
@@ -432,7 +474,7 @@ class _Progress:
             def on_trial_complete(self, iteration, trials, trial, **info):
                 self.running.discard(trial.trial_id)
                 failed = (trial.last_result or {}).get("failed")
-                log(f"  {'failed' if failed else 'done'}    {self._name(trial)}  ({self._counts(trials)})")
+                log(f"  {'failed' if failed else 'done':<7} {self._name(trial)}  ({self._counts(trials)})")
 
             def on_trial_error(self, iteration, trials, trial, **info):
                 self.running.discard(trial.trial_id)
@@ -459,20 +501,22 @@ def _first_line(trial) -> str:
     return lines[-1][:200] if lines else "error"
 
 
-def summary_rows(outcome: SweepOutcome, varying: list[str]) -> list[dict]:
+def summary_rows(outcome: SweepOutcome) -> list[dict]:
+    """One row per trial with the headline metrics (the same columns for every row)."""
+    extra = {"bbc/copy_acc": "copy_acc"} if any("bbc/copy_acc" in r.metrics for r in outcome.rows) else {}
     rows = []
     for r in outcome.rows:
         row = {"trial": r.name, "status": r.status}
         for key in SUMMARY:
             row[key] = r.metrics.get(key)
-        if "bbc/copy_acc" in r.metrics:
-            row["copy_acc"] = r.metrics["bbc/copy_acc"]
+        for key, col in extra.items():
+            row[col] = r.metrics.get(key)
         rows.append(row)
     return rows
 
 
 def summary_markdown(outcome: SweepOutcome) -> str:
-    rows = summary_rows(outcome, [])
+    rows = summary_rows(outcome)
     if not rows:
         return f"# {outcome.name}\n\nno trials\n"
     cols = list(rows[0])
@@ -490,7 +534,7 @@ def print_outcome(outcome: SweepOutcome, file=None) -> None:
 
     file = file or sys.stdout
     print(file=file)
-    print_table(summary_rows(outcome, []), file=file)
+    print_table(summary_rows(outcome), file=file)
     for r in outcome.rows:
         if r.reason:
             print(f"  {r.name}: {r.reason}", file=file)
@@ -498,3 +542,8 @@ def print_outcome(outcome: SweepOutcome, file=None) -> None:
     for r in outcome.rows:
         counts[r.status] = counts.get(r.status, 0) + 1
     print(f"\n{outcome.name}: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {outcome.wall_s:.0f} s", file=file)
+
+
+def _loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1")

@@ -13,6 +13,7 @@ import math
 import os
 import random
 import shutil
+import socket
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -112,18 +113,29 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
 
 
+COMPLETE = "COMPLETE"  # written into a checkpoint folder once DeepSpeed has finished saving it
+
+
+def _complete_checkpoints(run_dir: Path) -> list[Path]:
+    tags = [p for p in checkpoint_dir(run_dir).glob("step*") if p.name[4:].isdigit() and (p / COMPLETE).exists()]
+    return sorted(tags, key=lambda p: int(p.name[4:]))
+
+
 def latest_checkpoint(run_dir: Path) -> str | None:
-    latest = checkpoint_dir(run_dir) / "latest"
-    if not latest.exists():
-        return None
-    tag = latest.read_text().strip()
-    return tag if (checkpoint_dir(run_dir) / tag).is_dir() else None
+    """The newest checkpoint known to be whole. DeepSpeed's own `latest` file is not trusted:
+    a process killed while writing it leaves it empty or pointing at a half-written folder."""
+    tags = _complete_checkpoints(run_dir)
+    return tags[-1].name if tags else None
 
 
 def _prune_checkpoints(run_dir: Path, keep: int) -> None:
-    tags = sorted((p for p in checkpoint_dir(run_dir).glob("step*") if p.is_dir()), key=lambda p: int(p.name[4:]))
-    for old in tags[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    """Keep the newest `keep` whole checkpoints; drop older ones and half-written leftovers."""
+    whole = _complete_checkpoints(run_dir)
+    newest = int(whole[-1].name[4:]) if whole else -1
+    for path in checkpoint_dir(run_dir).glob("step*"):
+        stale = path in whole[:-keep] or (path not in whole and path.name[4:].isdigit() and int(path.name[4:]) < newest)
+        if stale:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class _Trainer:
@@ -169,6 +181,8 @@ class _Trainer:
             "gatesweep.run_dir": str(ctx.run_dir),
             "gatesweep.gate": cfg.model.gate.label,
             "gatesweep.task": cfg.data.source,
+            "gatesweep.host": socket.gethostname(),
+            "gatesweep.pid": os.getpid(),
             **{f"version.{k}": v for k, v in package_versions().items()},
             **git_state(),
             **ctx.tags,
@@ -232,6 +246,8 @@ class _Trainer:
         t_start = time.perf_counter()
         self.resumed_from = 0
         self.maybe_resume()
+        if self.resumed_from and self.logger is not None:
+            self.logger.set_tags({"gatesweep.resumed_from_step": self.resumed_from})
         tokens_per_step = train.batch_size * train.grad_accum * self.world * cfg.data.seq_len
         window_loss, window_gn, window_t0, window_tokens = [], [], time.perf_counter(), 0
         timed_tokens, timed_s = 0, 0.0
@@ -274,7 +290,7 @@ class _Trainer:
                 self.save_checkpoint()
             if is_eval:
                 last_eval = self.evaluate()
-                if self.ctx.report is not None:
+                if self.ctx.report is not None and not final:  # the final result is reported by the caller
                     self.ctx.report({"step": self.step, **last_eval.metrics}, checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
                 window_t0 = time.perf_counter()
         if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
@@ -303,8 +319,14 @@ class _Trainer:
         ckpt.mkdir(parents=True, exist_ok=True)
         state = {"step": self.step, "tokens_seen": self.tokens_seen, "train_s": self.train_s,
                  "history": self.history, "spikes": self.spikes.state_dict(), "config_hash": self.cfg.config_hash()}
-        self.engine.save_checkpoint(str(ckpt), tag=f"step{self.step}", client_state=state)
+        tag = f"step{self.step}"
+        self.engine.save_checkpoint(str(ckpt), tag=tag, client_state=state)
         if self.is_main:
+            # every point up to this step reaches the store before the checkpoint counts as
+            # whole, so a trial resumed from it has no gap in its curves
+            if self.logger is not None:
+                self.logger.flush(wait=60)
+            (ckpt / tag / COMPLETE).write_text(f"{self.step}\n")
             _prune_checkpoints(self.ctx.run_dir, self.cfg.train.keep_checkpoints)
 
     def _log(self, metrics: dict) -> None:
@@ -348,27 +370,24 @@ def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     threads = cfg.train.threads or ctx.num_threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(max(1, threads))
-    with process_group() as (rank, world):
+    with process_group() as (rank, world), torch.enable_grad():
         trainer = _Trainer(cfg, ctx, rank, world)
         try:
             trainer.build()
             trainer.open_run()
             result = trainer.run()
+        except SystemExit:  # Ray Tune stops a trial (e.g. ASHA) by raising SystemExit in report()
+            _record_end(trainer, "KILLED", {"gatesweep.stopped_early": f"stopped by the scheduler at step {trainer.step}"})
+            raise
+        except KeyboardInterrupt:
+            _record_end(trainer, "KILLED", {"gatesweep.failure_reason": "interrupted"})
+            raise
         except BaseException as err:
             reason = err.reason if isinstance(err, TrialFailed) else f"{type(err).__name__}: {err}"
-            if isinstance(err, KeyboardInterrupt):
-                reason = "interrupted"
-            if trainer.logger is not None:
-                try:
-                    trainer.logger.set_tags({"gatesweep.failure_reason": reason[:4000]})
-                    if not isinstance(err, TrialFailed):
-                        trainer.logger.log_text("".join(traceback.format_exception(err)), "failure_traceback.txt")
-                    trainer.logger.finish("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED", wait=30)
-                except Exception:
-                    pass
-            if isinstance(err, (TrialFailed, KeyboardInterrupt)):
-                if isinstance(err, TrialFailed):
-                    err.run_id = trainer.run_id
+            _record_end(trainer, "FAILED", {"gatesweep.failure_reason": reason[:4000]},
+                        None if isinstance(err, TrialFailed) else "".join(traceback.format_exception(err)))
+            if isinstance(err, TrialFailed):
+                err.run_id = trainer.run_id
                 raise
             raise TrialFailed(reason, trainer.run_id) from err
         if trainer.logger is not None:
@@ -376,3 +395,15 @@ def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
             trainer.logger.finish("FINISHED")
         return result
 
+
+def _record_end(trainer: _Trainer, status: str, tags: dict, traceback_text: str | None = None) -> None:
+    """Record why a trial ended early; never raises (the original error matters more)."""
+    if trainer.logger is None:
+        return
+    try:
+        trainer.logger.set_tags(tags)
+        if traceback_text:
+            trainer.logger.log_text(traceback_text, "failure_traceback.txt")
+        trainer.logger.finish(status, wait=30)
+    except Exception:
+        pass

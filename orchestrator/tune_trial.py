@@ -25,7 +25,7 @@ TRACKING_ENV = "GATESWEEP_TRACKING_URI"
 def _payload_config(config: dict) -> dict:
     """The trial payload; for Optuna, the sampled values are written into the arm's config."""
     payload = dict(config["trial"])
-    sampled = {k[len("space/"):]: v for k, v in config.items() if k.startswith("space/")}
+    sampled = dict(config.get("space", {}))
     if sampled:
         import copy
 
@@ -67,6 +67,9 @@ def trainable(config: dict) -> None:
 
     payload = _payload_config(config)
     cfg = TrialConfig.from_dict(payload["config"])
+    import ray
+
+    payload.setdefault("tags", {})["gatesweep.node_id"] = ray.get_runtime_context().get_node_id()
     if payload.get("run_id") is None:  # Optuna trials: one run per Tune trial, found again on retry
         payload = _attach_run(payload, cfg, tune.get_context().get_trial_id())
     if payload["workers"] > 1:
@@ -78,12 +81,13 @@ def trainable(config: dict) -> None:
         tune.report({**_scalar_metrics(metrics), "failed": 0.0})
 
     try:
-        run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))
+        result = run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))
     except TrialFailed as err:
         if err.permanent:  # recorded in MLflow; a retry would fail the same way
             tune.report({"failed": 1.0, "step": 0})
             return
         raise
+    tune.report({**_scalar_metrics(result.metrics), "step": result.steps, "failed": 0.0})
 
 
 def _attach_run(payload: dict, cfg, trial_id: str) -> dict:

@@ -14,7 +14,12 @@ from gatedmodels.layers import rope_frequencies
 
 from .reference import reference_logits
 
-torch.set_grad_enabled(False)
+
+
+@pytest.fixture(autouse=True)
+def _no_grad():
+    with torch.no_grad():
+        yield
 
 ALL_GATES = [
     dict(position="none"),
@@ -143,8 +148,7 @@ def test_gqa_equals_mha_with_repeated_kv():
 
 
 def test_gradients_reach_gate_and_training_step_runs():
-    torch.set_grad_enabled(True)
-    try:
+    with torch.enable_grad():
         model = GatedTransformer(tiny(gate=dict(position="G1"))).train()
         x = ids()
         loss = F.cross_entropy(model(x)[:, :-1].flatten(0, 1), x[:, 1:].flatten())
@@ -152,8 +156,6 @@ def test_gradients_reach_gate_and_training_step_runs():
         S = model.blocks[0].attn.S
         assert model.blocks[0].attn.wqkv.weight.grad[-S:].abs().sum() > 0
         assert math.isfinite(loss.item())
-    finally:
-        torch.set_grad_enabled(False)
 
 
 def expected_gate_params(cfg: ModelConfig) -> int:

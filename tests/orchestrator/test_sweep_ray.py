@@ -1,0 +1,254 @@
+"""Sweeps on a real local Ray with a real MLflow SQLite store: parent/child runs, failures,
+retries after a killed worker, a killed driver resumed, skip-finished, Optuna with ASHA,
+multi-worker trials and a two-node cluster. Every Ray process a test starts is stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from orchestrator.launcher import kill_processes, ray_processes
+from orchestrator.trial import FINAL_METRICS
+
+pytestmark = pytest.mark.slow
+
+BASE = {
+    "model": {"size": "bigram-1l"},
+    "data": {"seq_len": 32},
+    "train": {"steps": 30, "batch_size": 8, "warmup_steps": 2, "eval_every": 15, "log_every": 5},
+    "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+}
+RAY_NAMES = ("raylet", "gcs_server", "ray::")
+
+
+def write(tmp_path: Path, name: str, **fields) -> Path:
+    base = yaml.safe_load(yaml.safe_dump(BASE))
+    for section, values in fields.pop("base", {}).items():
+        base[section] = {**base.get(section, {}), **values}
+    doc = {"name": name, "base": base, "tracking": {"experiment": "e"}, **fields}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def cli(*args, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    runs = [] if args[0] == "plan" else ["--runs-dir", str(cwd / "runs")]
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args, *runs],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args, cwd: Path) -> subprocess.Popen:
+    log = open(cwd / "driver.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args, "--runs-dir", str(cwd / "runs")],
+                            cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def store(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def runs_of(client: MlflowClient, sweep: str):
+    exp = client.get_experiment_by_name("e")
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.sweep` = '{sweep}'", max_results=1000)
+
+
+def children(client, sweep):
+    return [r for r in runs_of(client, sweep) if r.data.tags.get("gatesweep.kind") != "sweep"]
+
+
+def steps(client, run_id, key="train/loss"):
+    return [m.step for m in client.get_metric_history(run_id, key)]
+
+
+@pytest.fixture
+def no_ray_left_behind():
+    t0 = time.time()
+    yield
+    left = []
+    for _ in range(20):  # Ray's workers take a moment to exit after shutdown
+        left = []
+        for proc in psutil.process_iter(["name", "cmdline", "create_time", "status"]):
+            try:
+                text = (proc.info["name"] or "") + " " + " ".join(proc.info["cmdline"] or [])
+                if (proc.info["create_time"] >= t0 - 1 and any(n in text for n in RAY_NAMES)
+                        and proc.info["status"] != psutil.STATUS_ZOMBIE):
+                    left.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        if not left:
+            break
+        time.sleep(0.5)
+    kill_processes(left)
+    assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
+
+
+def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "grid", base={"train": {"grad_clip": 0.0}},
+              zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}])
+    out = cli("run", str(f), cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
+    assert "Traceback" not in out.stdout
+    assert "2 finished, 1 failed" in out.stdout
+    c = store(tmp_path)
+    parent = [r for r in runs_of(c, "grid") if r.data.tags.get("gatesweep.kind") == "sweep"]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    kids = children(c, "grid")
+    assert len(kids) == 3
+    assert {r.data.tags["mlflow.parentRunId"] for r in kids} == {parent[0].info.run_id}
+    by_name = {r.info.run_name: r for r in kids}
+    assert set(by_name) == {"none-lr=0.003", "G1-elementwise-lr=0.003", "G2-elementwise-lr=1e+10"}
+    bad = by_name["G2-elementwise-lr=1e+10"]
+    assert bad.info.status == "FAILED" and "diverged" in bad.data.tags["gatesweep.failure_reason"]
+    for name in ("none-lr=0.003", "G1-elementwise-lr=0.003"):
+        run = by_name[name]
+        assert run.info.status == "FINISHED"
+        expected = [k for k in FINAL_METRICS if not (name.startswith("none") and k == "gate_score_mean")]
+        assert all(k in run.data.metrics for k in expected), name
+        assert run.data.tags["gatesweep.config_hash"] and run.data.tags["gatesweep.sweep"] == "grid"
+        s = steps(c, run.info.run_id)
+        assert len(s) == len(set(s)) == 6
+    assert "summary.md" in {a.path for a in c.list_artifacts(parent[0].info.run_id)}
+
+    # another sweep sharing two finished trials runs nothing and starts no Ray
+    g = write(tmp_path, "again", zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.003]}],
+              base={"train": {"grad_clip": 0.0}})
+    plan = cli("plan", str(g), cwd=tmp_path)
+    assert "2 already finished in the store, 0 to run" in plan.stdout
+    again = cli("run", str(g), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 already finished, 0 to run" in again.stdout and "Ray:" not in again.stdout
+    assert len(children(c, "again")) == 0  # no new runs; the finished ones are tagged as reused
+    for name in ("none-lr=0.003", "G1-elementwise-lr=0.003"):
+        assert "gatesweep.also_in.again" in c.get_run(by_name[name].info.run_id).data.tags
+
+
+def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "retry", retries=2,
+              base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    driver = start("run", str(f), cwd=tmp_path)
+    deadline = time.time() + 240
+    pid = None
+    while time.time() < deadline and pid is None:
+        if list((tmp_path / "runs").glob("sweeps/retry/trials/*/checkpoints/step40")):
+            kids = children(store(tmp_path), "retry")
+            pid = int(kids[0].data.tags["gatesweep.pid"]) if kids and "gatesweep.pid" in kids[0].data.tags else None
+        time.sleep(0.3)
+    assert pid is not None, (tmp_path / "driver.log").read_text()
+    os.kill(pid, signal.SIGKILL)  # the Ray worker process running the trial
+    assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()
+    log = (tmp_path / "driver.log").read_text()
+    assert "retry" in log
+    c = store(tmp_path)
+    kids = children(c, "retry")
+    assert len(kids) == 1, "a retry continues its own run"
+    run = kids[0]
+    assert run.info.status == "FINISHED"
+    assert int(run.data.tags["gatesweep.resumed_from_step"]) >= 40
+    s = steps(c, run.info.run_id)
+    assert s == list(range(10, 401, 10)), "no duplicated and no missing points"
+
+
+def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "resume", grid={"model.gate.position": ["none", "G1", "G2"]}, resources={"max_concurrent": 1},
+              base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    driver = start("run", str(f), cwd=tmp_path)
+    c = None
+    deadline = time.time() + 300
+    first_done = None
+    while time.time() < deadline:
+        if (tmp_path / "mlflow.db").exists():
+            c = c or store(tmp_path)
+            try:
+                done = [r for r in children(c, "resume") if r.info.status == "FINISHED"]
+            except Exception:
+                done = []
+            ckpts = list((tmp_path / "runs").glob("sweeps/resume/trials/*/checkpoints/step40"))
+            if done and len(ckpts) >= 2:
+                first_done = done[0]
+                break
+        time.sleep(0.5)
+    assert first_done is not None, (tmp_path / "driver.log").read_text()
+    state = yaml.safe_load((tmp_path / "runs/sweeps/resume/state.json").read_text())
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=30)
+    before = len(steps(c, first_done.info.run_id))
+    out = cli("resume", "resume", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 already finished" in out.stdout or "already finished" in out.stdout
+    kids = children(c, "resume")
+    assert len(kids) == 3, "no duplicate runs"
+    assert all(r.info.status == "FINISHED" for r in kids)
+    assert len(steps(c, first_done.info.run_id)) == before, "the finished trial was not rerun"
+    for r in kids:
+        s = steps(c, r.info.run_id)
+        assert s == list(range(10, 201, 10)), (r.info.run_name, s)
+    assert any("gatesweep.resumed_from_step" in r.data.tags for r in kids)
+    assert not ray_processes(state["ray_session_dir"], state.get("ray_node_id")), "the killed driver's Ray was stopped"
+
+
+def test_optuna_with_asha(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "opt", grid={"model.gate.position": ["G1"]},
+              base={"train": {"steps": 40, "eval_every": 10}},
+              search={"type": "optuna", "num_samples": 4, "metric": "val_loss", "mode": "min",
+                      "space": {"train.lr": {"loguniform": ["1e-4", "3e-2"]}}},
+              scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": 40, "reduction_factor": 2})
+    out = cli("run", str(f), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    c = store(tmp_path)
+    kids = children(c, "opt")
+    assert len(kids) == 4
+    lrs = {r.data.params["train.lr"] for r in kids}
+    assert len(lrs) == 4 and all(1e-4 <= float(x) <= 3e-2 for x in lrs)
+    statuses = {r.info.status for r in kids}
+    assert statuses <= {"FINISHED", "KILLED"}
+    for r in kids:
+        assert "val_loss" in r.data.metrics
+        if r.info.status == "KILLED":
+            assert "stopped by the scheduler" in r.data.tags["gatesweep.stopped_early"]
+
+
+def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "workers", resources={"workers_per_trial": 2, "cpus_per_worker": 1},
+              base={"model": {"size": "bigram-1l", "gate": {"position": "G1"}}, "train": {"steps": 10, "batch_size": 4, "eval_every": 0}})
+    out = cli("run", str(f), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    kids = children(store(tmp_path), "workers")
+    assert len(kids) == 1 and kids[0].info.status == "FINISHED"
+    assert kids[0].data.params["world_size"] == "2"
+
+
+def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behind):
+    import tempfile
+
+    temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
+    port = 6400 + os.getpid() % 500
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    try:
+        # loopback aliases: Ray rewrites 127.0.0.1 to the machine's address, not 127.0.0.2/3
+        subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
+                        "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
+                       check=True, env=env, capture_output=True, timeout=120)
+        subprocess.run([ray_bin, "start", "--address", f"127.0.0.2:{port}", "--node-ip-address", "127.0.0.3", "--num-cpus", "1",
+                        "--disable-usage-stats"], check=True, env=env, capture_output=True, timeout=120)
+        f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]},
+                  base={"train": {"steps": 60, "eval_every": 0}})
+        out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "cluster 127.0.0.2" in out.stdout
+        kids = children(store(tmp_path), "cluster")
+        assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
+        nodes = {r.data.tags["gatesweep.node_id"] for r in kids}
+        assert len(nodes) == 2, "one trial on each node"
+    finally:
+        kill_processes(ray_processes(temp))
+        assert not ray_processes(temp)
