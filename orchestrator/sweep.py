@@ -342,7 +342,8 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     varying = _varying_axes(spec, trials)
     for t in trials:
         t.axes = {path: _axis_value(t.config, path) for path in varying}
-    _name_trials(trials, varying)
+    zipped = {p for group in spec.zip for p in group}
+    _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
     return Expansion(trials, len(cells), excluded, duplicates, varying)
 
 
@@ -397,11 +398,22 @@ def _short(path: str, value: Any) -> str:
     return f"{leaf}={value}"
 
 
-def _name_trials(trials: list[ExpandedTrial], varying: list[str]) -> None:
-    """Run names from the values that vary (e.g. `G1-elementwise-small-s0`), unique."""
+def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[str] = frozenset()) -> None:
+    """Run names from the values that vary (e.g. `G1-elementwise-small-s0`), unique. A zipped
+    axis names only its departures from its most common value (`none-n_heads=48`, not
+    `none-n_kv_heads=4-n_heads=48-n_experts=128`)."""
+    from collections import Counter
+
+    usual = {}
+    for p in varying:
+        if p in zipped and p != "model.gate":  # the gate arm is always named
+            (value, n), *rest = Counter(repr(t.axes[p]) for t in trials).most_common()
+            if not rest or n > rest[0][1]:
+                usual[p] = value
     counts: dict[str, int] = {}
     for t in trials:
-        name = "-".join(_short(p, t.axes[p]) for p in varying) or t.config.model.gate.label
+        parts = [_short(p, t.axes[p]) for p in varying if usual.get(p) != repr(t.axes[p])]
+        name = "-".join(parts) or t.config.model.gate.label
         t.name = name
         counts[name] = counts.get(name, 0) + 1
     for t in trials:

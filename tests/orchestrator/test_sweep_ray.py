@@ -53,7 +53,9 @@ def start(*args, cwd: Path) -> subprocess.Popen:
 
 
 def store(tmp_path: Path) -> MlflowClient:
-    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    from orchestrator.tracking import client
+
+    return client(f"sqlite:///{tmp_path / 'mlflow.db'}")  # under the store-creation lock
 
 
 def runs_of(client: MlflowClient, sweep: str):
@@ -67,6 +69,13 @@ def children(client, sweep):
 
 def steps(client, run_id, key="train/loss"):
     return [m.step for m in client.get_metric_history(run_id, key)]
+
+
+def _alive(proc) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.fixture
@@ -87,6 +96,7 @@ def no_ray_left_behind():
         if not left:
             break
         time.sleep(0.5)
+    left = [p for p in left if _alive(p)]
     kill_processes(left)
     assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
 
@@ -105,10 +115,10 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert len(kids) == 3
     assert {r.data.tags["mlflow.parentRunId"] for r in kids} == {parent[0].info.run_id}
     by_name = {r.info.run_name: r for r in kids}
-    assert set(by_name) == {"none-lr=0.003", "G1-elementwise-lr=0.003", "G2-elementwise-lr=1e+10"}
+    assert set(by_name) == {"none", "G1-elementwise", "G2-elementwise-lr=1e+10"}
     bad = by_name["G2-elementwise-lr=1e+10"]
     assert bad.info.status == "FAILED" and "diverged" in bad.data.tags["gatesweep.failure_reason"]
-    for name in ("none-lr=0.003", "G1-elementwise-lr=0.003"):
+    for name in ("none", "G1-elementwise"):
         run = by_name[name]
         assert run.info.status == "FINISHED"
         expected = [k for k in FINAL_METRICS if not (name.startswith("none") and k == "gate_score_mean")]
@@ -127,7 +137,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 already finished, 0 to run" in again.stdout and "Ray:" not in again.stdout
     assert len(children(c, "again")) == 0  # no new runs; the finished ones are tagged as reused
-    for name in ("none-lr=0.003", "G1-elementwise-lr=0.003"):
+    for name in ("none", "G1-elementwise"):
         assert "gatesweep.also_in.again" in c.get_run(by_name[name].info.run_id).data.tags
 
 
@@ -138,7 +148,7 @@ def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path
     deadline = time.time() + 240
     pid = None
     while time.time() < deadline and pid is None:
-        if list((tmp_path / "runs").glob("sweeps/retry/trials/*/checkpoints/step40")):
+        if list((tmp_path / "runs").glob("sweeps/retry/trials/*/checkpoints/step*/COMPLETE")):
             kids = children(store(tmp_path), "retry")
             pid = int(kids[0].data.tags["gatesweep.pid"]) if kids and "gatesweep.pid" in kids[0].data.tags else None
         time.sleep(0.3)
@@ -152,7 +162,7 @@ def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path
     assert len(kids) == 1, "a retry continues its own run"
     run = kids[0]
     assert run.info.status == "FINISHED"
-    assert int(run.data.tags["gatesweep.resumed_from_step"]) >= 40
+    assert int(run.data.tags["gatesweep.resumed_from_step"]) >= 20
     s = steps(c, run.info.run_id)
     assert s == list(range(10, 401, 10)), "no duplicated and no missing points"
 
@@ -171,8 +181,8 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
                 done = [r for r in children(c, "resume") if r.info.status == "FINISHED"]
             except Exception:
                 done = []
-            ckpts = list((tmp_path / "runs").glob("sweeps/resume/trials/*/checkpoints/step40"))
-            if done and len(ckpts) >= 2:
+            with_ckpt = {p.parts[-4] for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/checkpoints/step*/COMPLETE")}
+            if done and len(with_ckpt) >= 2:
                 first_done = done[0]
                 break
         time.sleep(0.5)
