@@ -9,7 +9,7 @@ Torch only: no Ray, MLflow or DeepSpeed imports.
 
 from .config import POSITIONS, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .configbase import Config, ConfigError, Issue
-from .model import GatedTransformer, build_meta
+from .model import GatedTransformer, build_meta, rope_override
 from .presets import PRESETS
 from .probes import (
     ProbeResult,
@@ -24,6 +24,6 @@ from .probes import (
 
 __all__ = [
     "POSITIONS", "PRESETS", "Config", "ConfigError", "GateConfig", "GatedTransformer", "Issue", "ModelConfig",
-    "MoEConfig", "ProbeResult", "RopeConfig", "build_meta", "first_token_attention", "gate_histogram",
+    "MoEConfig", "ProbeResult", "RopeConfig", "build_meta", "rope_override", "first_token_attention", "gate_histogram",
     "gate_statistics", "massive_activations", "sink_ratio", "uniform_first_token_attention", "value_norm_ratio_at_bos",
 ]

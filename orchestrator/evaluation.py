@@ -32,7 +32,10 @@ class EvalResult:
     metrics: dict[str, float]
     attn_maps: list = field(default_factory=list)
     """One (T, S) attention map per layer: the head with the most first-token attention, sequence 0."""
+    attn_heads: list[int] = field(default_factory=list)
+    """The head shown in each map."""
     gate_hist: list[list[int]] | None = None
+    """Per-layer histogram counts of gate values, 50 bins over [0, 1]."""
     first_token_per_layer: list[float] = field(default_factory=list)
 
 
@@ -96,10 +99,25 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
             })
             metrics.update(_per_layer("gate_score_mean", gates.mean_per_layer))
             hist = gate_histogram(probe.gates)
-        maps = []
+        maps, heads = [], []
         for a in probe.attn:
             head = int(a[0, :, 1:, 0].mean(-1).argmax())
             maps.append(a[0, head].cpu())
-        return EvalResult(metrics, maps, hist, fta_layers)
+            heads.append(head)
+        return EvalResult(metrics, maps, heads, hist, fta_layers)
     finally:
         model.train(was_training)
+
+
+def probes_artifact(result: EvalResult, max_positions: int = 64) -> dict:
+    """The probe data behind the plots, as JSON (dashboards redraw and compare from it)."""
+    return {
+        "first_token_attn_per_layer": result.first_token_per_layer,
+        "first_token_attn_uniform": result.metrics.get("first_token_attn_uniform"),
+        "attention_maps": [
+            {"layer": i, "head": h, "matrix": [[round(float(x), 5) for x in row[:max_positions]] for row in m[:max_positions].tolist()]}
+            for i, (m, h) in enumerate(zip(result.attn_maps, result.attn_heads))
+        ],
+        "gate_histogram": None if result.gate_hist is None else {"bins": len(result.gate_hist[0]), "range": [0.0, 1.0], "counts": result.gate_hist},
+        "max_activation_per_layer": [result.metrics[k] for k in sorted((k for k in result.metrics if k.startswith("max_activation/layer_")), key=lambda k: int(k.rsplit("_", 1)[1]))],
+    }

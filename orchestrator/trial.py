@@ -30,7 +30,7 @@ from . import plots
 from .config import TrialConfig
 from .data import DataUnavailable, build_trial_data
 from .distributed import import_deepspeed, process_group
-from .evaluation import EvalResult, evaluate
+from .evaluation import EvalResult, evaluate, probes_artifact
 from .spikes import SpikeDetector
 from .tracking import RunLogger, git_state, package_versions, redact_uri
 
@@ -152,6 +152,7 @@ class _Trainer:
         self.step = 0
         self.tokens_seen = 0
         self.train_s = 0.0
+        self.eval_s = 0.0
 
     # ---- setup -----------------------------------------------------------------------
     def build(self) -> None:
@@ -195,6 +196,8 @@ class _Trainer:
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             self.logger.set_tags(tags)
         self.logger.client.update_run(self.run_id, status="RUNNING")
+        (ctx.run_dir / "run.json").write_text(json.dumps({"run_id": self.run_id, "config_hash": cfg.config_hash(),
+                                                         "experiment": ctx.experiment}))
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)
         params = {**self.cfg.flatten(), **{f"model.{k}": v for k, v in self.model_cfg.flatten().items()}}
@@ -296,17 +299,35 @@ class _Trainer:
         if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
             last_eval = self.evaluate()
         final_metrics = dict(last_eval.metrics)
+        final_metrics.update(self.benchmarks())
         final_metrics.update(self.spikes.summary())
         final_metrics["tokens_per_s"] = timed_tokens / timed_s if timed_s else self.tokens_seen / max(self.train_s, 1e-9)
         final_metrics["train_time_s"] = self.train_s
+        final_metrics["eval_time_s/periodic"] = self.eval_s
         wall = time.perf_counter() - t_start
         self._log({"tokens_per_s": final_metrics["tokens_per_s"], "train_time_s": self.train_s})
         self.finish_artifacts(last_eval)
         return TrialResult(self.run_id or "", final_metrics, self.step, wall, self.train_s, self.resumed_from)
 
+    def benchmarks(self) -> dict[str, float]:
+        """MMLU, RULER-style and perplexity sets, once, on the final weights (text data only)."""
+        ev = self.cfg.eval
+        which = tuple(name for name, on in (("mmlu", ev.mmlu.enabled), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
+        if not which or not self.is_main:
+            return {}
+        from .evals.suite import run_benchmarks
+
+        t0 = time.perf_counter()
+        metrics = run_benchmarks(self.model, self.data.tokenizer, self.cfg, device=self.device, which=which, progress=self._progress)
+        metrics["eval_time_s/benchmarks"] = time.perf_counter() - t0
+        self._log(metrics)
+        return metrics
+
     def evaluate(self) -> EvalResult:
+        t0 = time.perf_counter()
         result = evaluate(self.model, self.data, self.val_batches, self.cfg.eval, device=self.device)
-        self._log(result.metrics)
+        self.eval_s += time.perf_counter() - t0
+        self._log({**result.metrics, "eval_time_s/periodic": self.eval_s})
         m = result.metrics
         line = f"eval step {self.step}: val_loss {m['val_loss']:.4f} first_token_attn {m['first_token_attn']:.3f} sink_ratio {m['sink_ratio']:.2f}"
         if "gate_score_mean" in m:
@@ -349,6 +370,7 @@ class _Trainer:
         (out / "config.yaml").write_text(yaml.safe_dump(resolved.to_dict(), sort_keys=False))
         (out / "deepspeed.json").write_text(json.dumps(self.ds_json, indent=2))
         (out / "spikes.json").write_text(json.dumps({"rules": self.cfg.train.spikes.to_dict(), "events": self.spikes.events}, indent=2))
+        (out / "probes.json").write_text(json.dumps(probes_artifact(last)))
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         torch.save({"model": state, "config": resolved.to_dict()}, self.ctx.run_dir / "model.pt")
         label = self.cfg.model.gate.label

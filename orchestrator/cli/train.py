@@ -77,14 +77,10 @@ def run(args) -> int:
 
     run_dir.mkdir(parents=True, exist_ok=True)
 
-    def remember(run_id: str) -> None:
-        meta_path.write_text(json.dumps({"run_id": run_id, "config_hash": cfg.config_hash(), "config": args.config}))
-
     ctx = TrialContext(
         run_dir=run_dir, tracking_uri=uri, experiment=args.experiment or cfg.tracking.experiment,
         run_id=run_id, run_name=args.run_name, resume=args.resume,
         progress=None if args.quiet else (lambda line: print(line, flush=True)),
-        on_run=remember,
     )
     try:
         result = run_trial(cfg, ctx)

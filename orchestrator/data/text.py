@@ -152,3 +152,28 @@ class TextData:
 def build_text_data(cfg, seed: int) -> TextData:
     train_ids, val_ids, tok = tokenize_split(cfg)
     return TextData(train_ids, val_ids, cfg.seq_len, tok, seed, name=cfg.source)
+
+
+def heldout_windows(source: str, tokenizer: Tokenizer, seq_len: int, val_fraction: float, max_windows: int = 256) -> torch.Tensor:
+    """The validation split of another text source, encoded with *this* trial's tokenizer (a BPE
+    trained on the training corpus must be reused, not retrained), as (N, seq_len + 1) windows
+    that start with BOS. Cached per (source files, tokenizer, split)."""
+    from ..evals.suite import tokenizer_fingerprint
+    from ..config import DataConfig
+
+    cfg = DataConfig(source=source, tokenizer="byte", seq_len=seq_len, val_fraction=val_fraction)
+    key_src = json.dumps([CACHE_VERSION, "heldout", source_fingerprint(cfg), tokenizer_fingerprint(tokenizer), val_fraction])
+    path = cache_dir("tokens") / f"heldout-{hashlib.sha256(key_src.encode()).hexdigest()[:20]}.npy"
+    if path.exists():
+        ids = np.load(path)
+    else:
+        _, val_text = split_text(load_documents(source, text_column=cfg.text_column), val_fraction, None)
+        ids = np.concatenate(tokenizer.encode(_pieces(val_text))).astype(np.int32)
+        tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
+        np.save(tmp, ids)
+        os.replace(tmp, path)
+    n = min(len(ids) // seq_len, max_windows)
+    if n < 1:
+        raise DataUnavailable(f"{source}: its held-out split has {len(ids)} tokens, fewer than one window of {seq_len}")
+    rows = torch.from_numpy(ids[: n * seq_len].reshape(n, seq_len).astype(np.int64))
+    return torch.cat([torch.full((n, 1), tokenizer.bos_id, dtype=rows.dtype), rows], dim=1)

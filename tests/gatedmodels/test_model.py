@@ -276,3 +276,17 @@ def test_yarn_frequencies():
     assert torch.all(yarn <= plain + 1e-12)
     model = build(rope=dict(scaling="yarn", factor=4.0, original_max_len=8))
     assert torch.isfinite(model(ids(T=32))).all()
+
+
+def test_rope_override_changes_positions_only_inside_the_context():
+    from gatedmodels import RopeConfig, rope_override
+
+    model = build()
+    x = ids(T=40)
+    before = model(x)
+    with rope_override(model, RopeConfig(scaling="yarn", factor=4.0, original_max_len=16)):
+        scaled = model(x)
+    assert not torch.allclose(before, scaled)
+    torch.testing.assert_close(model(x), before, rtol=0, atol=0)
+    with rope_override(model, RopeConfig()):  # the trained settings: identical output
+        torch.testing.assert_close(model(x), before, rtol=0, atol=0)

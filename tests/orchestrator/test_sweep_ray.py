@@ -27,7 +27,6 @@ BASE = {
     "train": {"steps": 30, "batch_size": 8, "warmup_steps": 2, "eval_every": 15, "log_every": 5},
     "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
 }
-RAY_NAMES = ("raylet", "gcs_server", "ray::")
 
 
 def write(tmp_path: Path, name: str, **fields) -> Path:
@@ -71,34 +70,41 @@ def steps(client, run_id, key="train/loss"):
     return [m.step for m in client.get_metric_history(run_id, key)]
 
 
-def _alive(proc) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+TAG = "GATESWEEP_TEST_TAG"
+
+
+def _env() -> dict:
+    """Every process a test starts (and every Ray process those start) inherits this tag, so the
+    test finds exactly its own processes, never another program's Ray."""
+    return {**os.environ, TAG: f"{os.getpid()}-{time.time_ns()}"}
+
+
+def _tagged(tag: str) -> list:
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
 
 
 @pytest.fixture
-def no_ray_left_behind():
-    t0 = time.time()
+def no_ray_left_behind(monkeypatch):
+    """Tag this test's processes; afterwards none of them may still run (Ray stopped by pid)."""
+    env = _env()
+    monkeypatch.setenv(TAG, env[TAG])
     yield
     left = []
-    for _ in range(20):  # Ray's workers take a moment to exit after shutdown
-        left = []
-        for proc in psutil.process_iter(["name", "cmdline", "create_time", "status"]):
-            try:
-                text = (proc.info["name"] or "") + " " + " ".join(proc.info["cmdline"] or [])
-                if (proc.info["create_time"] >= t0 - 1 and any(n in text for n in RAY_NAMES)
-                        and proc.info["status"] != psutil.STATUS_ZOMBIE):
-                    left.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
+    for _ in range(30):  # Ray's workers and agents take a moment to exit after shutdown
+        left = [p for p in _tagged(env[TAG]) if p.pid != os.getpid()]
         if not left:
             break
         time.sleep(0.5)
-    left = [p for p in left if _alive(p)]
+    names = [(p.pid, p.name()) for p in left if p.is_running()]
     kill_processes(left)
-    assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
+    assert not names, f"processes left behind: {names}"
 
 
 def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left_behind):

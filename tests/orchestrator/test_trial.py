@@ -51,7 +51,7 @@ def test_trial_logs_every_metric_param_tag_and_artifact(tmp_path, tracking_uri):
     assert "version.torch" in t and "version.deepspeed" in t
     assert json.loads(t["gatesweep.deepspeed"])["zero_optimization"]["stage"] == 0
     arts = {a.path for a in client.list_artifacts(result.run_id)}
-    assert {"config.yaml", "deepspeed.json", "spikes.json", "loss_curve.png", "first_token_attn.png", "attention_map.png", "gate_hist.png"} <= arts
+    assert {"config.yaml", "deepspeed.json", "spikes.json", "probes.json", "loss_curve.png", "first_token_attn.png", "attention_map.png", "gate_hist.png"} <= arts
     # step metrics went in at every logged step, once each
     steps = [s for s, _ in history(client, result.run_id)]
     assert steps == list(range(1, 41))

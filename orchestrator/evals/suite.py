@@ -1,0 +1,170 @@
+"""End-of-trial benchmarks: MMLU 5-shot, the RULER-style suite and held-out perplexity sets.
+
+Results are cached per checkpoint: the key is a hash of the model weights and of the benchmark's
+settings, so evaluating the same weights again (a resumed trial, `gatesweep eval` on a finished
+run) costs nothing. Metric names (MLflow keys and report columns): `mmlu_acc` (micro),
+`mmlu_acc_macro`, `mmlu/<subject>`, `ruler/<task>/<length>`, `ruler_avg/<length>`,
+`ppl/<set>`, `bpb/<set>`, and `eval_time_s/<benchmark>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from gatedmodels import RopeConfig, rope_override
+
+BENCHMARKS = ("mmlu", "ruler", "ppl")
+
+
+def weights_hash(model: torch.nn.Module) -> str:
+    """SHA-256 of the model's parameters and buffers (names, shapes, bytes)."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().to("cpu").contiguous()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:24]
+
+
+def _cache_file(key: str) -> Path:
+    from ..data.tokenizers import cache_dir
+
+    return cache_dir("evals") / f"{key}.json"
+
+
+def cached(key_parts: dict, compute: Callable[[], dict[str, float]]) -> tuple[dict[str, float], bool]:
+    """(metrics, hit): `compute()` once per key; later calls read the JSON cache."""
+    key = hashlib.sha256(json.dumps(key_parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    path = _cache_file(key)
+    if path.exists():
+        try:
+            return json.loads(path.read_text()), True
+        except (OSError, json.JSONDecodeError):
+            pass
+    metrics = compute()
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(metrics))
+    os.replace(tmp, path)
+    return metrics, False
+
+
+def ruler_rope(cfg, length: int, train_len: int, rope: RopeConfig) -> RopeConfig:
+    """RoPE for a context of `length` tokens: as trained up to the training length; beyond it,
+    YaRN with factor length / training length, or a raised base (the paper's 10k -> 1M)."""
+    if length <= train_len or cfg.extend == "none":
+        return rope
+    if cfg.extend == "base":
+        return rope.replace(base=max(rope.base, cfg.base))
+    return rope.replace(scaling="yarn", factor=length / train_len, original_max_len=train_len)
+
+
+@torch.no_grad()
+def perplexity(model, windows: torch.Tensor, token_bytes, *, batch_size: int, device) -> tuple[float, float]:
+    """(perplexity, bits per byte) over (N, T+1) windows that start with BOS."""
+    nll, n_tok, n_bytes = 0.0, 0, 0
+    tb = torch.as_tensor(token_bytes)
+    for i in range(0, len(windows), batch_size):
+        seq = windows[i : i + batch_size].to(device)
+        logits = model(seq[:, :-1]).float()
+        nll += float(F.cross_entropy(logits.flatten(0, 1), seq[:, 1:].flatten(), reduction="sum"))
+        n_tok += seq[:, 1:].numel()
+        n_bytes += int(tb[seq[:, 1:].cpu()].sum())
+    return math.exp(min(nll / n_tok, 700.0)), nll / math.log(2) / max(n_bytes, 1)
+
+
+def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...] = BENCHMARKS,
+                   mmlu_limit: int | None = None, ruler_samples: int | None = None,
+                   progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Every enabled benchmark of `trial_cfg.eval` in `which` (all when called by `gatesweep eval`
+    with explicit `which`); returns the metrics to log."""
+    ev = trial_cfg.eval
+    model.eval()
+    wh = weights_hash(model)
+    out: dict[str, float] = {}
+    say = progress or (lambda line: None)
+    train_len = trial_cfg.data.seq_len
+    tok_id = tokenizer_fingerprint(tokenizer)
+
+    if "mmlu" in which:
+        from .mmlu import run_mmlu
+
+        m = ev.mmlu.replace(limit=mmlu_limit or ev.mmlu.limit)
+
+        def do_mmlu() -> dict[str, float]:
+            t0 = time.perf_counter()
+            r = run_mmlu(model, tokenizer, source_path=m.path, subjects=m.subjects or None, limit=m.limit,
+                         max_len=m.max_len, batch_size=m.batch_size)
+            seconds = time.perf_counter() - t0
+            res = {"mmlu_acc": r.micro_acc, "mmlu_acc_macro": r.macro_acc, "mmlu/questions": r.n_questions,
+                   "mmlu/cut_prompts": r.n_cut, "eval_time_s/mmlu": seconds, "mmlu/questions_per_s": r.n_questions / seconds}
+            res.update({f"mmlu/{subject}": acc for subject, acc in r.per_subject.items()})
+            return res
+
+        res, hit = cached({"kind": "mmlu", "weights": wh, "tok": tok_id, "cfg": m.to_dict()}, do_mmlu)
+        out.update(res)
+        say(f"MMLU: accuracy {res['mmlu_acc']:.4f} (macro {res['mmlu_acc_macro']:.4f}) on {int(res['mmlu/questions'])} questions"
+            + (" (cached)" if hit else f" in {res['eval_time_s/mmlu']:.0f} s"))
+
+    if "ruler" in which:
+        from .ruler import run_ruler
+
+        r_cfg = ev.ruler.replace(samples=ruler_samples or ev.ruler.samples)
+        t_all = 0.0
+        for length in r_cfg.lengths:
+            rope = ruler_rope(r_cfg, length, train_len, trial_cfg.model.rope)
+
+            def do_ruler(length=length, rope=rope) -> dict[str, float]:
+                t0 = time.perf_counter()
+                with rope_override(model, rope):
+                    r = run_ruler(model, tokenizer, tasks=list(r_cfg.tasks), lengths=[length], n=r_cfg.samples,
+                                  seed=r_cfg.seed, batch_size=r_cfg.batch_size)
+                res = {f"ruler/{task}/{L}": score for (task, L), score in r.scores.items()}
+                res.update({f"ruler_avg/{L}": avg for L, avg in r.averages.items()})
+                res["eval_time_s/ruler"] = time.perf_counter() - t0
+                return res
+
+            key = {"kind": "ruler", "weights": wh, "tok": tok_id, "length": length, "rope": rope.to_dict(),
+                   "cfg": {k: v for k, v in r_cfg.to_dict().items() if k != "lengths"}}
+            res, hit = cached(key, do_ruler)
+            t_all += res.pop("eval_time_s/ruler")
+            out.update(res)
+            say(f"RULER-style @ {length} tokens: average {res[f'ruler_avg/{length}']:.1f}" + (" (cached)" if hit else ""))
+        out["eval_time_s/ruler"] = t_all
+
+    if "ppl" in which and ev.ppl_sets:
+        from ..data.text import heldout_windows
+
+        t0 = time.perf_counter()
+        for name in ev.ppl_sets:
+            def do_ppl(name=name) -> dict[str, float]:
+                windows = heldout_windows(name, tokenizer, train_len, trial_cfg.data.val_fraction)
+                ppl, bpb = perplexity(model, windows, tokenizer.token_bytes, batch_size=ev.batch_size, device=device)
+                return {f"ppl/{_set_name(name)}": ppl, f"bpb/{_set_name(name)}": bpb}
+
+            res, _ = cached({"kind": "ppl", "weights": wh, "tok": tok_id, "set": name, "seq_len": train_len,
+                             "val_fraction": trial_cfg.data.val_fraction}, do_ppl)
+            out.update(res)
+        out["eval_time_s/ppl"] = time.perf_counter() - t0
+        say("perplexity: " + ", ".join(f"{k} {v:.3f}" for k, v in out.items() if k.startswith("ppl/")))
+    return out
+
+
+def _set_name(source: str) -> str:
+    """A metric-key-safe name for a perplexity set (a corpus name, or a file's stem)."""
+    return Path(source).stem if ("/" in source or "." in source) and not source.startswith("hf:") else source.replace(":", "_")
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    if tokenizer.hf is None:
+        return tokenizer.name
+    return tokenizer.name + ":" + hashlib.sha256(tokenizer.hf.to_str().encode()).hexdigest()[:16]
