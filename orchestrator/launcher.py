@@ -463,6 +463,8 @@ class _Progress:
                 log(f"  start   {self._name(trial)}  ({self._counts(trials)})")
 
             def on_trial_result(self, iteration, trials, trial, result, **info):
+                if result.get("warnings"):
+                    log(f"  warning {self._name(trial)}: {result['warnings']}")
                 if result.get("failed"):
                     return
                 parts = [f"step {int(result.get('step', 0))}"]

@@ -167,6 +167,7 @@ class RunLogger:
         self._down_since: float | None = None
         self._backoff_until = 0.0
         self._backoff = 1.0
+        self.warnings: list[str] = []
         run = self.client.get_run(run_id)
         self.existing_params = dict(run.data.params)
         self.logged_until = {key: self._max_step(key) for key in run.data.metrics}
@@ -266,8 +267,14 @@ class RunLogger:
         return True
 
     def _warn(self, text: str) -> None:
+        self.warnings.append(text)
         if not self.quiet:
             print(f"[gatesweep] warning: {text}", file=sys.stderr, flush=True)
+
+    def pop_warnings(self) -> list[str]:
+        """Warnings since the last call (a sweep forwards them to the driver's console)."""
+        out, self.warnings = self.warnings, []
+        return out
 
     # ---- artifacts and end -----------------------------------------------------------
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:

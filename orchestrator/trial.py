@@ -103,6 +103,33 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def _load_weights_only(engine) -> None:
+    """DeepSpeed 0.19 loads checkpoints with `torch.load(weights_only=False)`, which executes
+    whatever a tampered checkpoint file contains; load tensors and plain containers only."""
+    ce = engine.checkpoint_engine
+    if ce is None:
+        return
+
+    def load(path: str, map_location=None):
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+    ce.load = load
+
+
+def _disk_report(path: Path) -> str:
+    """Free space and the file-size limit where a write failed (torch.save reports a full disk as
+    a RuntimeError about stream positions, which tells a user nothing)."""
+    import resource
+
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        free = -1
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    limit = "none" if soft == resource.RLIM_INFINITY else f"{soft / 2**20:.0f} MiB"
+    return f"free space {free / 2**30:.1f} GiB, file-size limit {limit}"
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -170,6 +197,7 @@ class _Trainer:
         self.ds_json = cfg.deepspeed.to_json(cfg.train, on_gpu=self.device.type == "cuda", world_size=self.world)
         deepspeed = import_deepspeed()
         self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=self.ds_json)
+        _load_weights_only(self.engine)
         self.model = self.engine.module
         self.val_batches = self.data.val_batches(cfg.eval.batches, cfg.eval.batch_size)
 
@@ -294,7 +322,9 @@ class _Trainer:
             if is_eval:
                 last_eval = self.evaluate()
                 if self.ctx.report is not None and not final:  # the final result is reported by the caller
-                    self.ctx.report({"step": self.step, **last_eval.metrics}, checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
+                    warnings = self.logger.pop_warnings() if self.logger is not None else []
+                    self.ctx.report({"step": self.step, **last_eval.metrics, **({"warnings": warnings} if warnings else {})},
+                                    checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
                 window_t0 = time.perf_counter()
         if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
             last_eval = self.evaluate()
@@ -341,7 +371,12 @@ class _Trainer:
         state = {"step": self.step, "tokens_seen": self.tokens_seen, "train_s": self.train_s,
                  "history": self.history, "spikes": self.spikes.state_dict(), "config_hash": self.cfg.config_hash()}
         tag = f"step{self.step}"
-        self.engine.save_checkpoint(str(ckpt), tag=tag, client_state=state)
+        try:
+            self.engine.save_checkpoint(str(ckpt), tag=tag, client_state=state)
+        except (OSError, RuntimeError) as err:  # disk full, quota, unwritable: say so, leave nothing that looks whole
+            shutil.rmtree(ckpt / tag, ignore_errors=True)
+            raise TrialFailed(f"checkpoint {tag} could not be written to {ckpt} ({type(err).__name__}: "
+                              f"{str(err).strip().splitlines()[-1][:200]}); {_disk_report(ckpt)}", permanent=True) from None
         if self.is_main:
             # every point up to this step reaches the store before the checkpoint counts as
             # whole, so a trial resumed from it has no gap in its curves
@@ -362,6 +397,13 @@ class _Trainer:
     def finish_artifacts(self, last: EvalResult) -> None:
         if not self.is_main:
             return
+        try:
+            self._write_artifacts(last)
+        except OSError as err:
+            raise TrialFailed(f"artifacts could not be written to {self.ctx.run_dir}: {err} "
+                              "(training finished and its metrics are logged)", permanent=True) from None
+
+    def _write_artifacts(self, last: EvalResult) -> None:
         out = self.ctx.run_dir / "artifacts"
         out.mkdir(parents=True, exist_ok=True)
         resolved = self.cfg.replace(model=self.model_cfg)
@@ -372,7 +414,12 @@ class _Trainer:
         (out / "spikes.json").write_text(json.dumps({"rules": self.cfg.train.spikes.to_dict(), "events": self.spikes.events}, indent=2))
         (out / "probes.json").write_text(json.dumps(probes_artifact(last)))
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        torch.save({"model": state, "config": resolved.to_dict()}, self.ctx.run_dir / "model.pt")
+        tmp = self.ctx.run_dir / f"model.pt.tmp{os.getpid()}"
+        try:
+            torch.save({"model": state, "config": resolved.to_dict()}, tmp)
+            os.replace(tmp, self.ctx.run_dir / "model.pt")  # never a half-written model.pt
+        finally:
+            tmp.unlink(missing_ok=True)
         label = self.cfg.model.gate.label
         steps, losses = zip(*self.history) if self.history else ((), ())
         plots.loss_curve(list(steps), list(losses), self.spikes.events, out / "loss_curve.png", f"training loss ({label})")

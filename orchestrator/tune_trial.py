@@ -78,7 +78,8 @@ def trainable(config: dict) -> None:
         return
 
     def report(metrics: dict, checkpoint) -> None:
-        tune.report({**_scalar_metrics(metrics), "failed": 0.0})
+        warnings = {"warnings": " | ".join(metrics["warnings"])} if metrics.get("warnings") else {}
+        tune.report({**_scalar_metrics(metrics), "failed": 0.0, **warnings})
 
     try:
         result = run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))

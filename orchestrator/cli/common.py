@@ -59,6 +59,21 @@ def load_yaml(path: str | Path) -> dict:
     return data
 
 
+def writable_dir(path: str | Path, flag: str) -> Path:
+    """`path` as an absolute folder that exists and takes files, or UserError naming the flag."""
+    import os
+    import tempfile
+
+    p = Path(path).expanduser().resolve()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
+            pass
+    except OSError as err:
+        raise UserError(f"{flag}: {p} is not a writable folder ({err.strerror or err})") from None
+    return p
+
+
 def config_error(err: ConfigError, source: str | Path) -> UserError:
     return UserError(err.with_source(str(source)).render())
 

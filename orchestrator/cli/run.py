@@ -14,7 +14,7 @@ import sys
 
 from gatedmodels.configbase import ConfigError
 
-from .common import UserError
+from .common import UserError, writable_dir
 
 CONFIRM_ABOVE = 500
 
@@ -52,7 +52,8 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
     uri = resolve_uri(args, spec)
-    launcher = Launcher(spec, expansion, source=source, runs_root=args.runs_dir, tracking_uri=uri, address=args.address,
+    runs_root = writable_dir(args.runs_dir, "--runs-dir")
+    launcher = Launcher(spec, expansion, source=source, runs_root=runs_root, tracking_uri=uri, address=args.address,
                         max_concurrent=args.max_concurrent, rerun=rerun, resume=resume,
                         log=lambda line: print(line, flush=True))
     try:

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .common import UserError, config_error, load_yaml, print_table
+from .common import UserError, config_error, load_yaml, print_table, writable_dir
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -55,7 +55,7 @@ def run(args) -> int:
         uri = resolve_tracking_uri(args.tracking_uri or cfg.tracking.uri)
     except ConfigError as err:
         raise UserError(str(err)) from None
-    run_dir = (Path(args.runs_dir) / f"train-{cfg.config_hash()}").resolve()
+    run_dir = writable_dir(args.runs_dir, "--runs-dir") / f"train-{cfg.config_hash()}"
     meta_path = run_dir / "run.json"
     run_id = None
     if meta_path.exists():

@@ -105,7 +105,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
             r = run_mmlu(model, tokenizer, source_path=m.path, subjects=m.subjects or None, limit=m.limit,
                          max_len=m.max_len, batch_size=m.batch_size)
             seconds = time.perf_counter() - t0
-            res = {"mmlu_acc": r.micro_acc, "mmlu_acc_macro": r.macro_acc, "mmlu/questions": r.n_questions,
+            res = {"mmlu_acc": r.accuracy, "mmlu_acc_macro": r.macro_accuracy, "mmlu/questions": r.n_questions,
                    "mmlu/cut_prompts": r.n_cut, "eval_time_s/mmlu": seconds, "mmlu/questions_per_s": r.n_questions / seconds}
             res.update({f"mmlu/{subject}": acc for subject, acc in r.per_subject.items()})
             return res
@@ -122,23 +122,31 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
         t_all = 0.0
         for length in r_cfg.lengths:
             rope = ruler_rope(r_cfg, length, train_len, trial_cfg.model.rope)
+            tasks = [t for t in r_cfg.tasks if ruler_min_length(t, tokenizer) <= length]
+            skipped = [t for t in r_cfg.tasks if t not in tasks]
+            if skipped:
+                say(f"RULER-style @ {length} tokens: {', '.join(skipped)} need longer contexts with tokenizer "
+                    f"{tokenizer.name} ({', '.join(str(ruler_min_length(t, tokenizer)) for t in skipped)} tokens); skipped")
+            if not tasks:
+                continue
 
-            def do_ruler(length=length, rope=rope) -> dict[str, float]:
+            def do_ruler(length=length, rope=rope, tasks=tasks) -> dict[str, float]:
                 t0 = time.perf_counter()
                 with rope_override(model, rope):
-                    r = run_ruler(model, tokenizer, tasks=list(r_cfg.tasks), lengths=[length], n=r_cfg.samples,
+                    r = run_ruler(model, tokenizer, tasks=tasks, lengths=[length], n=r_cfg.samples,
                                   seed=r_cfg.seed, batch_size=r_cfg.batch_size)
                 res = {f"ruler/{task}/{L}": score for (task, L), score in r.scores.items()}
-                res.update({f"ruler_avg/{L}": avg for L, avg in r.averages.items()})
+                res.update({f"ruler_avg/{L}": avg for L, avg in r.per_length.items()})
                 res["eval_time_s/ruler"] = time.perf_counter() - t0
                 return res
 
-            key = {"kind": "ruler", "weights": wh, "tok": tok_id, "length": length, "rope": rope.to_dict(),
-                   "cfg": {k: v for k, v in r_cfg.to_dict().items() if k != "lengths"}}
+            key = {"kind": "ruler", "weights": wh, "tok": tok_id, "length": length, "rope": rope.to_dict(), "tasks": tasks,
+                   "cfg": {k: v for k, v in r_cfg.to_dict().items() if k not in ("lengths", "tasks")}}
             res, hit = cached(key, do_ruler)
             t_all += res.pop("eval_time_s/ruler")
             out.update(res)
-            say(f"RULER-style @ {length} tokens: average {res[f'ruler_avg/{length}']:.1f}" + (" (cached)" if hit else ""))
+            say(f"RULER-style @ {length} tokens ({len(tasks)} tasks): average {res[f'ruler_avg/{length}']:.1f}"
+                + (" (cached)" if hit else ""))
         out["eval_time_s/ruler"] = t_all
 
     if "ppl" in which and ev.ppl_sets:
@@ -157,6 +165,19 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
         out["eval_time_s/ppl"] = time.perf_counter() - t0
         say("perplexity: " + ", ".join(f"{k} {v:.3f}" for k, v in out.items() if k.startswith("ppl/")))
     return out
+
+
+_MIN_LENGTH: dict[tuple[str, str], int] = {}
+
+
+def ruler_min_length(task: str, tokenizer) -> int:
+    """Shortest context at which RULER's prompt for `task` fits with this tokenizer."""
+    from .ruler import min_length
+
+    key = (task, tokenizer_fingerprint(tokenizer))
+    if key not in _MIN_LENGTH:
+        _MIN_LENGTH[key] = min_length(task, tokenizer)
+    return _MIN_LENGTH[key]
 
 
 def _set_name(source: str) -> str:

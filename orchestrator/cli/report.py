@@ -1,0 +1,86 @@
+"""`gatesweep report NAME`: compare a sweep's configurations side by side.
+
+Rows are configurations (seeds grouped: mean ± std, 95% CI, n), columns the axes that vary and
+the paper's metrics; deltas against the gate-`none` baseline with a paired t-test over matching
+seeds; the best value per column marked; a main-effect summary per axis; failed and running
+trials listed. The chosen --format goes to stdout (progress to stderr); report.md, report.html
+(one self-contained file), report.csv, report.tex and the plots go to --out, and report.md,
+report.html, report.csv and the plots are logged under `report/` on the sweep's MLflow parent run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from .common import UserError
+
+FORMATS = ("table", "md", "html", "csv", "latex")
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("report", help="compare a sweep's runs: tables, seed statistics, plots, HTML report",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", nargs="?", help="sweep name (its newest launch); optional with --parent")
+    p.add_argument("--format", choices=FORMATS, default="table", help="what to print on stdout (default: table)")
+    p.add_argument("--out", help="folder for report.md/.html/.csv/.tex and the plots (default: reports/NAME)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument("--experiment", help="look for the sweep in this experiment only (default: every experiment)")
+    p.add_argument("--parent", metavar="RUN_ID", help="report this launch (parent run id) instead of the newest")
+    p.add_argument("--metrics", help="comma-separated metric columns (default: the paper's metrics that were logged)")
+    p.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
+    p.add_argument("--no-log", action="store_true", help="do not log the report to the MLflow parent run")
+    return p
+
+
+def run(args) -> int:
+    from gatedmodels.configbase import ConfigError
+
+    from dashboards.report import build_report
+    from dashboards.store import StoreError
+    from dashboards.tables import RENDERERS
+
+    from ..tracking import redact_uri, resolve_tracking_uri
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if not args.name and not args.parent:
+        raise UserError("name a sweep (gatesweep report NAME) or pass --parent RUN_ID")
+    try:
+        uri = resolve_tracking_uri(args.tracking_uri)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    if args.metrics is not None and not metrics:
+        raise UserError("--metrics: expected comma-separated metric names, e.g. val_ppl,first_token_attn")
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        report = build_report(uri, args.name, out_dir=args.out, parent_id=args.parent, experiment=args.experiment,
+                              metrics=metrics, with_plots=not args.no_plots, log=not args.no_log, progress=say)
+    except StoreError as err:
+        raise UserError(str(err)) from None
+
+    if args.format == "table":
+        width = shutil.get_terminal_size((100, 24)).columns
+        sys.stdout.write(RENDERERS["table"](report.comparison, width=max(60, width)))
+    elif args.format == "html":
+        sys.stdout.write(report.files["report.html"].read_text(encoding="utf-8"))
+    elif args.format == "md":
+        sys.stdout.write(report.files["report.md"].read_text(encoding="utf-8"))
+    else:
+        sys.stdout.write(RENDERERS[args.format](report.comparison))
+    sys.stdout.flush()
+
+    t = report.timings
+    say(f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, {len(report.plots)} plots) "
+        f"in {sum(t.values()):.1f} s")
+    if report.logged_run_id:
+        say(f"logged under {'report/'} on parent run {report.logged_run_id} in {redact_uri(uri)}"
+            f" (experiment {report.comparison.sweep.experiment!r})")
+    elif report.log_error:
+        say(f"warning: could not log the report to the parent run: {report.log_error}")
+    return 0

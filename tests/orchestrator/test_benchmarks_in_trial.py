@@ -1,0 +1,67 @@
+"""MMLU, RULER-style and perplexity sets inside a trial and through `gatesweep eval`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import TrialConfig
+from orchestrator.trial import TrialContext, run_trial
+
+
+def text_trial(**eval_over) -> TrialConfig:
+    return TrialConfig.from_dict({
+        "model": {"size": "tiny", "gate": {"position": "G1"}},
+        "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": 64, "max_chars": 400_000},
+        "train": {"steps": 4, "batch_size": 4, "eval_every": 0, "warmup_steps": 1},
+        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 2,
+                 "mmlu": {"enabled": True, "subjects": ["abstract_algebra", "virology"], "limit": 3, "max_len": 512, "batch_size": 4},
+                 "ruler": {"enabled": True, "tasks": ["niah_single", "vt"], "lengths": [128, 256], "samples": 2},
+                 "ppl_sets": ["kjv"], **eval_over},
+    })
+
+
+def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    lines = []
+    result = run_trial(text_trial(), TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri, progress=lines.append))
+    m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
+    assert m["mmlu/questions"] == 6 and 0 <= m["mmlu_acc"] <= 1
+    assert {"mmlu/abstract_algebra", "mmlu/virology"} <= set(m)
+    # vt needs 295 tokens with GPT-2's BPE: skipped at 128 and 256, and said so
+    assert "ruler/niah_single/128" in m and "ruler/niah_single/256" in m and "ruler/vt/256" not in m
+    assert any("vt" in line and "skipped" in line for line in lines)
+    assert 0 <= m["ruler_avg/256"] <= 100
+    assert m["ppl/kjv"] > 1 and m["bpb/kjv"] > 0
+    assert m["eval_time_s/benchmarks"] > 0
+    assert (tmp_path / "r" / "model.pt").exists()
+
+
+def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):
+    cfg = text_trial(mmlu={"enabled": False}, ruler={"enabled": False}, ppl_sets=[])
+    result = run_trial(cfg, TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
+    args = [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,ppl", "--limit", "2",
+            "--tracking-uri", tracking_uri, "--ppl-sets", "kjv,wikipedia"]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "mmlu_acc" in first.stdout and "ppl/wikipedia" in first.stdout
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert again.returncode == 0 and "(cached)" in again.stdout
+    from mlflow.tracking import MlflowClient
+
+    m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
+    assert m["mmlu/questions"] == 2 * 57 and "ppl/kjv" in m and "bpb/wikipedia" in m
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswag",
+                          "--tracking-uri", tracking_uri], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "--tasks" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_benchmarks_need_text(tmp_path):
+    from gatedmodels.configbase import ConfigError
+
+    with pytest.raises(ConfigError, match="eval.mmlu.enabled: needs a text data source"):
+        TrialConfig.from_dict({"data": {"source": "bigram-backcopy"}, "eval": {"mmlu": {"enabled": True}}})
