@@ -44,3 +44,10 @@ def table(rows: list[dict], columns: list[str]) -> str:
     for r in rows:
         out.append("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns))
     return "\n".join(out)
+
+
+def result(name: str, value: float, goal: str, ok: bool, unit: str = "", note: str = "") -> None:
+    """One machine-readable line per measured figure; `run_all.py` collects them into a table."""
+    import json
+
+    print("RESULT " + json.dumps({"name": name, "value": value, "unit": unit, "goal": goal, "ok": ok, "note": note}), flush=True)

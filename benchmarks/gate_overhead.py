@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from common import interleaved, ratios, table  # noqa: E402
+from common import interleaved, ratios, result, table  # noqa: E402
 from gatedmodels import GatedTransformer, ModelConfig  # noqa: E402
 
 VARIANTS = {
@@ -86,6 +86,13 @@ def main() -> None:
     print(f"gate overhead: preset {args.preset}, batch {args.batch} x seq {args.seq}, {args.threads} threads, "
           f"{args.rounds} interleaved rounds x {args.reps} steps, median of per-round ratios")
     print(table(rows, list(rows[0])))
+    el, hw = "G1 elementwise", "G1 headwise"
+    share = flops[el] / flops["none"] - 1
+    result("gate overhead, G1 headwise (step-time ratio)", round(rel[hw], 3), "<= 1.02", rel[hw] <= 1.02)
+    result("gate overhead, G1 elementwise (step-time ratio)", round(rel[el], 3), "<= 1.02 (GPU goal)", rel[el] <= 1.02,
+           note=f"FLOP share {100 * share:+.1f}%")
+    result("gate overhead, G1 elementwise / its FLOP share", round((rel[el] - 1) / share, 2), "<= 1.1 (CPU goal)",
+           (rel[el] - 1) / share <= 1.1)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from common import table  # noqa: E402
+from common import result, table  # noqa: E402
 from gatedmodels import GatedTransformer  # noqa: E402
 from orchestrator.config import TrialConfig  # noqa: E402
 from orchestrator.data import build_trial_data  # noqa: E402
@@ -99,6 +99,11 @@ def main() -> None:
     print(table(rows, list(rows[0])))
     print(f"median ratio (trial / bare loop): {statistics.median(ratios):.3f}   goal >= 0.95")
     print(f"median fixed cost per trial outside training steps: {statistics.median(fixed):.2f} s")
+    r = statistics.median(ratios)
+    result("trainer tokens/s over a bare torch loop", round(r, 3), ">= 0.95", r >= 0.95)
+    f = statistics.median(fixed)
+    result("in-process trial cost outside training steps", round(f, 2), "(context)", True, "s",
+           note="DeepSpeed init, data, MLflow run, final evaluation and artifacts")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def run(args) -> int:
         uri = resolve_tracking_uri(args.tracking_uri or cfg.tracking.uri)
     except ConfigError as err:
         raise UserError(str(err)) from None
-    run_dir = writable_dir(args.runs_dir, "--runs-dir") / f"train-{cfg.config_hash()}"
+    run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"
     meta_path = run_dir / "run.json"
     run_id = None
     if meta_path.exists():
@@ -75,7 +75,7 @@ def run(args) -> int:
 
     from ..trial import TrialContext, TrialFailed, run_trial
 
-    run_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(run_dir, "--runs-dir")
 
     ctx = TrialContext(
         run_dir=run_dir, tracking_uri=uri, experiment=args.experiment or cfg.tracking.experiment,
