@@ -165,6 +165,16 @@ def _prune_checkpoints(run_dir: Path, keep: int) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+@dataclass
+class _Window:
+    """Step metrics accumulated between two log lines."""
+
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    tokens: int = 0
+    seconds: float = 0.0
+
+
 class _Trainer:
     """State of one running trial; `run_trial` drives it."""
 
@@ -272,49 +282,61 @@ class _Trainer:
         grad_norm = float(gn) if gn is not None else None
         return sum(losses) / len(losses), grad_norm
 
-    def run(self) -> TrialResult:
-        cfg, train = self.cfg, self.cfg.train
-        t_start = time.perf_counter()
+    def advance(self) -> None:
+        """One optimizer step with its bookkeeping (spike rules, step metrics). Its wall time,
+        bookkeeping included, is what tokens_per_s counts; evaluation and checkpoints are not."""
+        t0 = time.perf_counter()
+        train, w = self.cfg.train, self.window
+        loss, grad_norm = self.train_step(self.step)
+        self.step += 1
+        self.tokens_seen += self.tokens_per_step
+        w.losses.append(loss)
+        if grad_norm is not None:
+            w.grad_norms.append(grad_norm)
+        w.tokens += self.tokens_per_step
+        self.history.append((self.step, loss))
+        self.spikes.update(self.step, loss, grad_norm, self.batch_position(self.step - 1, 0))
+        if self.step % train.log_every == 0 or self.step == train.steps:
+            metrics = {
+                "train/loss": sum(w.losses) / len(w.losses),
+                "train/loss_max": max(w.losses),
+                "train/lr": self.engine.get_lr()[0],
+                "train/tokens_per_s": w.tokens / max(w.seconds + time.perf_counter() - t0, 1e-9),
+                "train/tokens_seen": self.tokens_seen,
+                **self.spikes.summary(),
+            }
+            if w.grad_norms:
+                metrics["train/grad_norm"] = sum(w.grad_norms) / len(w.grad_norms)
+            self._log(metrics)
+            self._progress(f"step {self.step}/{train.steps} loss {metrics['train/loss']:.4f} lr {metrics['train/lr']:.2e} "
+                           f"{metrics['train/tokens_per_s']:.0f} tok/s")
+            self.window = _Window()
+        dt = time.perf_counter() - t0
+        self.window.seconds += dt if self.window is w else 0.0
+        self.train_s += dt
+        if self.step > 1:  # the first step pays one-off allocation and thread start-up
+            self.timed_tokens += self.tokens_per_step
+            self.timed_s += dt
+
+    def start(self) -> None:
+        """Resume if there is a checkpoint; reset the step counters."""
+        train = self.cfg.train
         self.resumed_from = 0
         self.maybe_resume()
         if self.resumed_from and self.logger is not None:
             self.logger.set_tags({"gatesweep.resumed_from_step": self.resumed_from})
-        tokens_per_step = train.batch_size * train.grad_accum * self.world * cfg.data.seq_len
-        window_loss, window_gn, window_t0, window_tokens = [], [], time.perf_counter(), 0
-        timed_tokens, timed_s = 0, 0.0
+        self.tokens_per_step = train.batch_size * train.grad_accum * self.world * self.cfg.data.seq_len
+        self.window = _Window()
+        self.timed_tokens, self.timed_s = 0, 0.0
+
+    def run(self) -> TrialResult:
+        train = self.cfg.train
+        t_start = time.perf_counter()
+        self.start()
         last_eval: EvalResult | None = None
         while self.step < train.steps:
-            t0 = time.perf_counter()
-            loss, grad_norm = self.train_step(self.step)
-            dt = time.perf_counter() - t0
-            self.step += 1
-            self.train_s += dt
-            self.tokens_seen += tokens_per_step
-            if self.step > 1:  # the first step pays one-off allocation and thread start-up
-                timed_tokens, timed_s = timed_tokens + tokens_per_step, timed_s + dt
-            window_loss.append(loss)
-            if grad_norm is not None:
-                window_gn.append(grad_norm)
-            window_tokens += tokens_per_step
-            self.history.append((self.step, loss))
-            self.spikes.update(self.step, loss, grad_norm, self.batch_position(self.step - 1, 0))
+            self.advance()
             final = self.step == train.steps
-            if self.step % train.log_every == 0 or final:
-                elapsed = time.perf_counter() - window_t0
-                metrics = {
-                    "train/loss": sum(window_loss) / len(window_loss),
-                    "train/loss_max": max(window_loss),
-                    "train/lr": self.engine.get_lr()[0],
-                    "train/tokens_per_s": window_tokens / max(elapsed, 1e-9),
-                    "train/tokens_seen": self.tokens_seen,
-                    **self.spikes.summary(),
-                }
-                if window_gn:
-                    metrics["train/grad_norm"] = sum(window_gn) / len(window_gn)
-                self._log(metrics)
-                self._progress(f"step {self.step}/{train.steps} loss {metrics['train/loss']:.4f} lr {metrics['train/lr']:.2e} "
-                               f"{metrics['train/tokens_per_s']:.0f} tok/s")
-                window_loss, window_gn, window_t0, window_tokens = [], [], time.perf_counter(), 0
             is_eval = final or (train.eval_every and self.step % train.eval_every == 0)
             is_ckpt = final or (train.checkpoint_every and self.step % train.checkpoint_every == 0)
             if is_ckpt:
@@ -325,13 +347,12 @@ class _Trainer:
                     warnings = self.logger.pop_warnings() if self.logger is not None else []
                     self.ctx.report({"step": self.step, **last_eval.metrics, **({"warnings": warnings} if warnings else {})},
                                     checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
-                window_t0 = time.perf_counter()
         if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
             last_eval = self.evaluate()
         final_metrics = dict(last_eval.metrics)
         final_metrics.update(self.benchmarks())
         final_metrics.update(self.spikes.summary())
-        final_metrics["tokens_per_s"] = timed_tokens / timed_s if timed_s else self.tokens_seen / max(self.train_s, 1e-9)
+        final_metrics["tokens_per_s"] = self.timed_tokens / self.timed_s if self.timed_s else self.tokens_seen / max(self.train_s, 1e-9)
         final_metrics["train_time_s"] = self.train_s
         final_metrics["eval_time_s/periodic"] = self.eval_s
         wall = time.perf_counter() - t_start
