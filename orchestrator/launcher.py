@@ -240,6 +240,9 @@ class Launcher:
     def start_ray(self) -> None:
         # Tune's own console output (boxes, TensorBoard hints) would drown the progress lines
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        # Ctrl-C reaches us as KeyboardInterrupt (Tune's own handler would swallow it and return as
+        # if the sweep had ended); the runs are then marked interrupted and `resume` continues them
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         os.environ.setdefault("RAY_AUTH_MODE", "token")
         if not self.address or _loopback(self.address):
             # Ray 2.60 rewrites 127.0.0.1 / localhost to the machine's network address (even with

@@ -268,3 +268,27 @@ def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behi
     finally:
         kill_processes(ray_processes(temp))
         assert not ray_processes(temp)
+
+
+def test_ctrl_c_stops_cleanly_and_leaves_a_resumable_sweep(tmp_path, no_ray_left_behind):
+    f = write(tmp_path, "intr", grid={"model.gate.position": ["none", "G1"]}, resources={"max_concurrent": 1},
+              base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
+                              cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    deadline = time.time() + 240
+    while time.time() < deadline and not list((tmp_path / "runs").glob("sweeps/intr/trials/*/checkpoints/step*/COMPLETE")):
+        time.sleep(0.3)
+    driver.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=120) == 130, (tmp_path / "driver.log").read_text()
+    text = (tmp_path / "driver.log").read_text()
+    assert "gatesweep resume intr" in text and "Traceback" not in text
+    c = store(tmp_path)
+    assert {r.info.status for r in children(c, "intr")} <= {"KILLED", "FINISHED"}
+    out = cli("resume", "intr", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    kids = children(c, "intr")
+    assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
+    for r in kids:
+        assert steps(c, r.info.run_id) == list(range(10, 201, 10))
