@@ -8,9 +8,11 @@ sizes x 4 seeds, with 2% FAILED and 1% RUNNING runs. The numbers are random, not
 results; only the report's speed is measured.
 
 Timed, each as a fresh `gatesweep report` process (what a user waits for, Python start and
-MLflow import included), median of --repeats:
+imports included), median of --repeats:
 - tables only: `--no-plots --no-log`;
 - full: plots, HTML/markdown, and the artifacts logged to the parent run;
+- full, with the runs read through MLflow's `search_runs` instead of the SQLite reader (the path
+  every non-SQLite store takes; GATESWEEP_REPORT_SEARCH_RUNS=1), for comparison;
 plus the in-process breakdown (read, statistics, plots, write, log) of one full report.
 
     python benchmarks/report_scale.py [--runs 1000] [--repeats 3] [--keep DIR]
@@ -125,13 +127,16 @@ def fill(uri: str, n_runs: int, name: str) -> str:
         if (i + 1) % 200 == 0:
             print(f"  wrote {i + 1}/{n_runs} runs", flush=True)
     cl.set_terminated(parent, status="FINISHED")
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)  # the artifacts were copied into the store
     return parent
 
 
-def timed_cli(args: list[str], cwd: Path) -> tuple[float, str]:
+def timed_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args], cwd=cwd, capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "100"})
+                         env={**os.environ, "COLUMNS": "100", **(env or {})})
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"report failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -157,11 +162,13 @@ def main() -> int:
 
     rows = []
     first_out = ""
-    for label, extra in (("tables only (--no-plots --no-log)", ["--no-plots", "--no-log"]),
-                         ("full: plots + HTML/md + log to parent", [])):
+    api = {"GATESWEEP_REPORT_SEARCH_RUNS": "1"}
+    for label, extra, env in (("tables only (--no-plots --no-log)", ["--no-plots", "--no-log"], None),
+                              ("full: plots + HTML/md + log to parent", [], None),
+                              ("full, runs read via search_runs", [], api)):
         times = []
         for r in range(args.repeats):
-            wall, out = timed_cli([name, "--tracking-uri", uri, "--out", str(root / "report"), *extra], root)
+            wall, out = timed_cli([name, "--tracking-uri", uri, "--out", str(root / "report"), *extra], root, env)
             times.append(wall)
             first_out = first_out or out
         med = statistics.median(times)
@@ -179,12 +186,12 @@ def main() -> int:
     print(f"{len(comp.sweep.runs)} runs -> {len(comp.rows)} configurations x {len(comp.metrics)} metric columns, "
           f"{len(comp.unfinished)} unfinished runs listed, {len(rep.plots)} plots; "
           f"HTML {rep.files['report.html'].stat().st_size / 1e6:.1f} MB")
-    print(f"first lines of the terminal table:\n" + "\n".join(first_out.splitlines()[:12]))
+    print("first lines of the terminal table:\n" + "\n".join(first_out.splitlines()[:12]))
     if not args.keep:
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if all(r["met"] == "yes" for r in rows) else 1
+    return 0 if all(r["met"] == "yes" for r in rows[:2]) else 1
 
 
 if __name__ == "__main__":

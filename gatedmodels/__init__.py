@@ -4,26 +4,30 @@
     cfg = ModelConfig.preset("tiny", gate=GateConfig(position="G1"))
     logits = GatedTransformer(cfg)(input_ids)
 
-Torch only: no Ray, MLflow or DeepSpeed imports.
+Torch only: no Ray, MLflow or DeepSpeed imports. The configs import without torch (the CLI
+validates sweep files without paying for it); the model and probes load torch on first use.
 """
+
+from importlib import import_module
 
 from .config import POSITIONS, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .configbase import Config, ConfigError, Issue
-from .model import GatedTransformer, build_meta, rope_override
 from .presets import PRESETS
-from .probes import (
-    ProbeResult,
-    first_token_attention,
-    gate_histogram,
-    gate_statistics,
-    massive_activations,
-    sink_ratio,
-    uniform_first_token_attention,
-    value_norm_ratio_at_bos,
-)
 
-__all__ = [
-    "POSITIONS", "PRESETS", "Config", "ConfigError", "GateConfig", "GatedTransformer", "Issue", "ModelConfig",
-    "MoEConfig", "ProbeResult", "RopeConfig", "build_meta", "rope_override", "first_token_attention", "gate_histogram",
-    "gate_statistics", "massive_activations", "sink_ratio", "uniform_first_token_attention", "value_norm_ratio_at_bos",
-]
+_LAZY = {
+    "GatedTransformer": "model", "build_meta": "model", "rope_override": "model",
+    "ProbeResult": "probes", "first_token_attention": "probes", "gate_histogram": "probes", "gate_statistics": "probes",
+    "massive_activations": "probes", "sink_ratio": "probes", "uniform_first_token_attention": "probes",
+    "value_norm_ratio_at_bos": "probes",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gatedmodels' has no attribute {name!r}")
+
+
+__all__ = ["POSITIONS", "PRESETS", "Config", "ConfigError", "GateConfig", "Issue", "ModelConfig", "MoEConfig", "RopeConfig", *_LAZY]

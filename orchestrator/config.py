@@ -377,12 +377,35 @@ def _section_json(cfg: TrialConfig, name: str) -> str:
     section = getattr(cfg, name)
     cached = section.__dict__.get("_json_cache")
     if cached is None:
-        data = section.plain_view()
         if name == "model":
-            data = {**data, "gate": section.gate.normalized().plain_view()}
-        cached = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        object.__setattr__(section, "_json_cache", cached)
+            section = section.replace(gate=section.gate.normalized())
+        cached = json.dumps(_non_defaults(section), sort_keys=True, separators=(",", ":"))
+        object.__setattr__(getattr(cfg, name), "_json_cache", cached)
     return cached
+
+
+def _non_defaults(config: Config) -> dict:
+    """The fields that differ from their class defaults, recursively. Hashing only these keeps
+    config hashes stable when a later version adds a field with a default: trials that finished
+    before the upgrade are still recognised (skip-finished, resume)."""
+    import dataclasses
+
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        if isinstance(value, Config):
+            sub = _non_defaults(value)
+            if sub or not isinstance(default, Config) or type(default) is not type(value):
+                out[f.name] = sub
+        elif default is dataclasses.MISSING or value != default:
+            out[f.name] = value.plain_view() if isinstance(value, Config) else value
+    return out
 
 
 def parse_override(text: str) -> tuple[str, Any]:

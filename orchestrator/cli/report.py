@@ -75,11 +75,15 @@ def run(args) -> int:
         sys.stdout.write(RENDERERS[args.format](report.comparison))
     sys.stdout.flush()
 
+    comp = report.comparison
+    for m in comp.metrics if metrics else []:
+        if all(row.stats[m.key].n == 0 for row in comp.rows):
+            say(f"warning: --metrics: no finished run logged {m.key!r}")
     t = report.timings
     say(f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, {len(report.plots)} plots) "
         f"in {sum(t.values()):.1f} s")
     if report.logged_run_id:
-        say(f"logged under {'report/'} on parent run {report.logged_run_id} in {redact_uri(uri)}"
+        say(f"logged under report/ on parent run {report.logged_run_id} in {redact_uri(uri)}"
             f" (experiment {report.comparison.sweep.experiment!r})")
     elif report.log_error:
         say(f"warning: could not log the report to the parent run: {report.log_error}")

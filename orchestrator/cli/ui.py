@@ -31,7 +31,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default: 5000)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
-    p.add_argument("--sweep", help="print the URL of this sweep's experiment and parent run (default: the newest sweep's)")
+    p.add_argument("--sweep", help="print the URL of this sweep's experiment and parent run (default: those of the 10 newest sweeps)")
     return p
 
 
@@ -132,7 +132,9 @@ def run(args) -> int:
     log = tempfile.NamedTemporaryFile(prefix="gatesweep-ui-", suffix=".log", delete=False)
     proc = subprocess.Popen(server_command(uri, args.port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Ctrl-C and SIGTERM both stop the server (SIGINT is set explicitly: a shell's background
+    # job inherits it ignored)
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         print(f"starting the MLflow UI on {base} over {redact_uri(uri)} (server pid {proc.pid}) ...", flush=True)
         if not wait_until_up(proc, base):
@@ -154,11 +156,12 @@ def run(args) -> int:
         return 0
     finally:
         stop(proc)
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         log.close()
         if proc.returncode is not None and proc.returncode <= 0:
             Path(log.name).unlink(missing_ok=True)
 
 
-def _raise_interrupt(signum, frame):  # SIGTERM stops the server the same way Ctrl-C does
+def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt

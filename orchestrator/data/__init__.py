@@ -5,20 +5,35 @@
   function of (seed, step, rank), so a resumed trial sees exactly the data it would have seen;
 - `val_batches(n, batch)`: a fixed held-out set, the same for every trial of a sweep;
 - `task_metrics(logits, batch)`: metrics of the task itself (bigram-backcopy only).
+
+`sources` and `tokenizers` import without torch (config validation uses them); the rest loads
+on first use.
 """
 
 from __future__ import annotations
 
-from .bigram_backcopy import BigramBackcopy
+from importlib import import_module
+
 from .sources import DataUnavailable
-from .text import TextData, build_text_data
+
+_LAZY = {"BigramBackcopy": "bigram_backcopy", "TextData": "text", "build_text_data": "text"}
 
 
 def build_trial_data(cfg, seed: int):
     """`cfg` is a `DataConfig`."""
     if cfg.source == "bigram-backcopy":
+        from .bigram_backcopy import BigramBackcopy
+
         return BigramBackcopy(cfg.bigram, cfg.seq_len, seed)
+    from .text import build_text_data
+
     return build_text_data(cfg, seed)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'orchestrator.data' has no attribute {name!r}")
 
 
 __all__ = ["BigramBackcopy", "DataUnavailable", "TextData", "build_trial_data", "build_text_data"]

@@ -1,0 +1,168 @@
+"""The HTML report: ONE self-contained file that opens anywhere with no network.
+
+CSS is inline, every plot is inlined as a base64 `data:image/png` URI, and there is no script at
+all, so the file can be mailed, archived, or shown by MLflow's artifact viewer (which renders
+HTML artifacts in a sandboxed frame). The tables are those of `dashboards.tables`: mean ± std
+with the 95% CI in each cell's tooltip and in its own table, deltas with paired-test p values,
+main effects, and every run that did not finish.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import struct
+import time
+from pathlib import Path
+from typing import Sequence
+
+from .metrics import axis_text, fmt
+from .stats import Comparison
+from .tables import DASH, axis_headers, ci_text, delta_text, header_lines, mean_std, p_text, status_counts
+
+CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1400px;
+     padding:0 16px;color:#1d2330;background:#fff;line-height:1.4}
+h1{font-size:22px;margin:0 0 6px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
+.meta{color:#4a5568;font-size:13px;margin:2px 0}
+.wrap{overflow-x:auto}
+table{border-collapse:collapse;font-size:13px;margin:4px 0 8px}
+th,td{border:1px solid #d5dbe5;padding:4px 8px;white-space:nowrap}
+th{background:#eef2f7;text-align:left;font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+tbody tr td.best{background:#e3f4e5;font-weight:700}
+tr.baseline td{background:#f7f9fc}
+tr.failed td{background:#fdecec}
+td.status-bad{color:#b42318;font-weight:600}
+td.status-ok{color:#2f7a3b}
+.sig{color:#2f7a3b;font-weight:600}
+.legend{color:#4a5568;font-size:12px;margin:2px 0 10px}
+figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}
+figure img{display:block;max-width:100%;height:auto;border:1px solid #e2e8f0}
+figcaption{font-size:12px;color:#4a5568;max-width:720px;margin-top:4px}
+footer{margin-top:32px;font-size:11px;color:#718096}
+"""
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG header."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
+def data_uri(path: Path) -> tuple[str, tuple[int, int] | None]:
+    data = Path(path).read_bytes()
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii"), png_size(data)
+
+
+def _table(header: list[str], rows: list[tuple[str, list[tuple[str, str, str]]]], table_id: str) -> str:
+    """rows: (tr class, [(td class, cell html, title)])."""
+    out = [f'<div class="wrap"><table id="{esc(table_id)}"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    for cls, cells in rows:
+        tds = "".join(f'<td class="{c}"' + (f' title="{esc(t)}"' if t else "") + f">{v}</td>" for c, v, t in cells)
+        out.append(f'<tr class="{cls}">{tds}</tr>')
+    out.append("</tbody></table></div>")
+    return "\n".join(out)
+
+
+def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
+    """The whole report as one HTML document; `plots` are (PNG path, caption)."""
+    s = comp.sweep
+    heads = axis_headers(comp.axes)
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>gatesweep report: {esc(s.name)}</title>", f"<style>{CSS}</style></head><body>",
+             f"<header><h1>Sweep <code>{esc(s.name)}</code></h1>"]
+    parts += [f'<p class="meta">{esc(line.replace("`", ""))}</p>' for line in header_lines(comp)]
+    parts.append(f'<p class="meta">store {esc(s.uri)}; generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</p></header>')
+
+    # configurations
+    header = [heads[p] for p in comp.axes] + ["n", "status"] + [m.key for m in comp.metrics]
+    rows = []
+    for row in comp.rows:
+        cells = [("", esc(axis_text(row.axes[p])), "") for p in comp.axes]
+        cells.append(("num", str(row.n), ""))
+        bad = row.status != "ok"
+        cells.append(("status-bad" if bad else "status-ok", esc(row.status), ""))
+        for m in comp.metrics:
+            st = row.stats[m.key]
+            title = f"n={st.n}; 95% CI {ci_text(st)}" if st.mean is not None else ""
+            text = esc(mean_std(st))
+            best = m.key in row.best
+            cells.append(("num best" if best else "num", f"<strong>{text}</strong>" if best else text, title))
+        cls = "failed" if row.n == 0 and bad else ("baseline" if row.is_baseline else "")
+        rows.append((cls, cells))
+    parts += ['<section id="configurations"><h2>Configurations: mean ± std over seeds</h2>',
+              _table(header, rows, "table-configurations"),
+              '<p class="legend">Best per column highlighted (lower is better except MMLU, RULER and throughput; the gate '
+              "score has no better side). Hover a cell for n and its 95% confidence interval. – : not logged "
+              "(the gate score of an ungated model) or no finished seed.</p></section>"]
+
+    # confidence intervals
+    header = [heads[p] for p in comp.axes] + ["n"] + [m.key for m in comp.metrics]
+    rows = [("", [("", esc(axis_text(r.axes[p])), "") for p in comp.axes] + [("num", str(r.n), "")]
+             + [("num", esc(ci_text(r.stats[m.key])), "") for m in comp.metrics]) for r in comp.rows]
+    parts += ['<section id="ci"><h2>95% confidence intervals of the mean</h2>', _table(header, rows, "table-ci"),
+              "<p class=\"legend\">mean ± t(0.975, n−1)·std/√n over finished seeds; none for n &lt; 2.</p></section>"]
+
+    # deltas
+    drows = [r for r in comp.rows if r.baseline is not None]
+    if drows:
+        header = [heads[p] for p in comp.axes] + ["pairs"] + [m.key for m in comp.metrics]
+        rows = []
+        for row in drows:
+            cells = [("", esc(axis_text(row.axes[p])), "") for p in comp.axes]
+            cells.append(("num", str(max((d.n_pairs for d in row.deltas.values()), default=0)), ""))
+            for m in comp.metrics:
+                d = row.deltas.get(m.key)
+                if d is None:
+                    cells.append(("num", DASH, ""))
+                    continue
+                p = f'<span class="sig">p {esc(p_text(d.p))}</span>' if d.p is not None and d.p < 0.05 else f"p {esc(p_text(d.p))}"
+                cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", f"t={d.t:.3f}" if d.t is not None else ""))
+            rows.append(("", cells))
+        parts += ['<section id="deltas"><h2>Δ against the baseline (gate none, other axes equal)</h2>',
+                  _table(header, rows, "table-deltas"),
+                  '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
+                  "rows finished (none with fewer than 2 pairs); p &lt; 0.05 in green.</p></section>"]
+
+    # main effects
+    if comp.effects:
+        parts.append('<section id="effects"><h2>Main effects (each metric averaged over the other axes)</h2>')
+        for axis, effects in comp.effects.items():
+            header = [comp.axis_title(axis), "configs"] + [m.key for m in comp.metrics]
+            rows = [("", [("", esc(axis_text(e.level)), ""), ("num", str(e.configs), "")]
+                     + [("num", esc(fmt(e.means[m.key])), "") for m in comp.metrics]) for e in effects]
+            parts.append(_table(header, rows, f"table-effect-{axis}"))
+        parts.append("</section>")
+
+    # runs that did not finish
+    for title, runs, tid in (("Runs that did not finish", comp.unfinished, "table-unfinished"),
+                             ("Superseded runs (another run of the same seed cell counts)", comp.superseded, "table-superseded")):
+        if not runs:
+            continue
+        header = ["run", "state", "reason"] + [heads[p] for p in comp.axes] + ["run id"]
+        bad = tid == "table-unfinished"
+        rows = [("failed" if bad and r.state == "failed" else "",
+                 [("", esc(r.name), ""), ("status-bad" if bad else "", esc(r.state), ""), ("", esc(r.reason or DASH), "")]
+                 + [("", esc(axis_text(r.axes.get(p, "?"))), "") for p in comp.axes] + [("", f"<code>{esc(r.run_id)}</code>", "")])
+                for r in runs]
+        parts += [f'<section id="{tid[6:]}"><h2>{esc(title)}</h2>', _table(header, rows, tid), "</section>"]
+
+    # plots
+    if plots:
+        parts.append('<section id="plots"><h2>Plots</h2>')
+        for path, caption in plots:
+            uri, size = data_uri(path)
+            dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
+            parts.append(f'<figure><img src="{uri}" alt="{esc(caption)}"{dims}><figcaption>{esc(caption)}</figcaption></figure>')
+        parts.append("</section>")
+    parts.append(f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
+                 f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

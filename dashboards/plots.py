@@ -1,0 +1,175 @@
+"""Comparison plots of a sweep as PNG files (matplotlib, Agg backend: no display needed).
+
+Each function draws plain data (lists of numbers and labels, gathered by `dashboards.report`)
+into one file and returns its path:
+- `loss_curves`: training loss of each configuration's seeds overlaid, loss spikes marked;
+- `first_token_per_layer`: first-token attention per layer per variant, uniform level dashed;
+- `attention_pair`: one attention map of the baseline beside the same layer of a gated variant;
+- `gate_histograms`: distribution of gate scores per gated variant (all layers pooled);
+- `metric_vs_axis`: each metric against one axis, every finished run a dot, level means joined.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DPI = 100
+COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+@dataclass
+class Curve:
+    """One run's loss curve."""
+
+    label: str
+    """The configuration's label (shared by its seeds: one legend entry)."""
+    group: int
+    """Colour index: the configuration."""
+    steps: list[int]
+    values: list[float]
+    spikes: list[tuple[int, float]] = field(default_factory=list)
+    """(step, loss) of each counted loss spike."""
+
+
+def loss_curves(curves: Sequence[Curve], path: Path, title: str = "training loss") -> Path:
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    seen: set[int] = set()
+    spike_label = "loss spike"
+    for c in curves:
+        label = c.label if c.group not in seen else None
+        seen.add(c.group)
+        ax.plot(c.steps, c.values, lw=1.1, color=color(c.group), alpha=0.85, label=label)
+        if c.spikes:
+            ax.scatter([s for s, _ in c.spikes], [v for _, v in c.spikes], marker="x", s=36, color="red", zorder=3,
+                       label=spike_label)
+            spike_label = None
+    ax.set_xlabel("step")
+    ax.set_ylabel("train/loss (nats)")
+    ax.set_title(title)
+    finite = [v for c in curves for v in c.values if math.isfinite(v)]
+    if finite and min(finite) > 0 and max(finite) / min(finite) > 20:
+        ax.set_yscale("log")
+    ax.legend(fontsize=7, ncol=2 if len(seen) > 6 else 1)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def first_token_per_layer(variants: Sequence[tuple[str, list[float]]], uniform: float | None, path: Path,
+                          title: str = "first-token attention per layer") -> Path:
+    n_layers = max((len(v) for _, v in variants), default=0)
+    fig, ax = plt.subplots(figsize=(max(5.0, min(12.0, 1.0 + 0.35 * n_layers * max(1, len(variants)))), 3.8))
+    width = 0.8 / max(1, len(variants))
+    for i, (label, values) in enumerate(variants):
+        xs = [layer + (i - (len(variants) - 1) / 2) * width for layer in range(len(values))]
+        ax.bar(xs, values, width=width, color=color(i), label=label)
+    if uniform is not None:
+        ax.axhline(uniform, color="gray", ls="--", lw=1, label=f"uniform ({uniform:.3f})")
+    ax.set_xticks(range(n_layers))
+    ax.set_xlabel("layer")
+    ax.set_ylabel("attention on the first token")
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def attention_pair(left: tuple[str, list[list[float]]], right: tuple[str, list[list[float]]], path: Path,
+                   title: str = "") -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9))
+    im = None
+    for ax, (label, matrix) in zip(axes, (left, right)):
+        im = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("key position")
+    axes[0].set_ylabel("query position")
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), fraction=0.03)
+    if title:
+        fig.suptitle(title, fontsize=10, y=1.04)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def gate_histograms(variants: Sequence[tuple[str, list[list[int]]]], path: Path, title: str = "gate scores") -> Path:
+    """`variants`: (label, per-layer counts over equal bins of [0, 1]); layers are pooled."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for i, (label, per_layer) in enumerate(variants):
+        bins = len(per_layer[0])
+        pooled = [sum(layer[b] for layer in per_layer) for b in range(bins)]
+        total = max(sum(pooled), 1)
+        centers = [(b + 0.5) / bins for b in range(bins)]
+        ax.step(centers, [c / total for c in pooled], where="mid", color=color(i), label=label)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("gate score")
+    ax.set_ylabel("fraction of scores")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+@dataclass
+class AxisPanel:
+    """One metric against one axis."""
+
+    metric: str
+    points: list[tuple[int, float]]
+    """(level index, value) of every finished run."""
+    means: list[float | None]
+    """Per level: the main effect (mean over configurations)."""
+
+
+def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel], path: Path, *, log_x: bool = False) -> Path:
+    """Levels are categories (in order); numeric axes spanning decades use their log10 as x."""
+    n = len(panels)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axs = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), squeeze=False)
+    xs_of = list(range(len(levels)))
+    if log_x:
+        xs_of = [math.log10(float(v)) if float(v) > 0 else 0.0 for v in levels]
+    for k, panel in enumerate(panels):
+        ax = axs[k // cols][k % cols]
+        gaps = [b - a for a, b in zip(sorted(xs_of), sorted(xs_of)[1:]) if b > a]
+        jitter = 0.15 * (min(gaps) if gaps else 1.0)
+        px = [xs_of[i] + jitter * (((j * 7) % 5) - 2) / 2 for j, (i, _) in enumerate(panel.points)]
+        ax.scatter(px, [v for _, v in panel.points], s=14, alpha=0.6, color=color(0))
+        mx = [(xs_of[i], m) for i, m in enumerate(panel.means) if m is not None]
+        if mx:
+            ax.plot([x for x, _ in mx], [m for _, m in mx], "-o", color=color(1), lw=1.3, ms=4, label="mean over other axes")
+        ax.set_title(panel.metric, fontsize=9)
+        pad = 0.5 if not log_x else 0.3
+        ax.set_xlim(min(xs_of) - pad, max(xs_of) + pad)
+        ax.set_xticks(xs_of)
+        ax.set_xticklabels(levels, rotation=30 if max(len(v) for v in levels) > 6 else 0, fontsize=7, ha="right" if max(len(v) for v in levels) > 6 else "center")
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(alpha=0.3)
+    for k in range(n, rows * cols):
+        axs[k // cols][k % cols].axis("off")
+    fig.suptitle(f"metrics against {axis}" + (" (log scale)" if log_x else ""), fontsize=10)
+    # fixed margins: tight_layout would cost a third of the time of this many panels
+    fig.subplots_adjust(left=0.08, right=0.98, top=1 - 0.5 / (2.9 * rows), bottom=0.28 / rows + 0.04, hspace=0.75, wspace=0.3)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

@@ -1,0 +1,288 @@
+"""Build a sweep's comparison report: read the store, compute the statistics, draw the plots,
+write report.md / report.html / report.csv / report.tex and the PNGs into a folder, and log
+report.md, report.html, report.csv and the PNGs under `report/` on the sweep's MLflow parent
+run, so that the sweep's page in the MLflow UI shows the comparison.
+
+Logging those artifacts is the report's only write to the store: no training state, no tag, no
+metric. Plots need per-run data that `search_runs` does not return (the `train/loss` history,
+`spikes.json`, `probes.json`); it is fetched only for the few runs a plot shows.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import html as html_report
+from . import tables
+from .metrics import axis_text
+from .stats import Comparison, Row, compare, sort_value
+from .store import ArtifactCache, BASELINE_GATE, GATE_AXIS, StoreError, finite, metric_history, open_client, read_sweep
+
+MAX_CURVE_ROWS = 8
+"""Configurations drawn in the overlaid plots (loss curves, per-layer attention, histograms)."""
+MAX_SEEDS_PER_CURVE = 3
+MAX_AXIS_PANELS = 6
+"""Metrics drawn against each axis: the first columns (all of them are in the tables)."""
+ARTIFACT_DIR = "report"
+REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex")
+LOGGED = ("report.md", "report.html", "report.csv")
+
+
+@dataclass
+class Report:
+    """What `build_report` made."""
+
+    comparison: Comparison
+    out_dir: Path
+    files: dict[str, Path]
+    """report.md, report.html, report.csv, report.tex -> path."""
+    plots: list[tuple[Path, str]] = field(default_factory=list)
+    """(PNG path, caption)."""
+    logged_run_id: str | None = None
+    """The parent run the report was logged to (None with log=False or when logging failed)."""
+    log_error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds: read, stats, plots, write, log."""
+
+
+def build_report(uri: str, name: str | None, *, out_dir: str | Path | None = None, parent_id: str | None = None,
+                 experiment: str | None = None, metrics: list[str] | None = None, with_plots: bool = True,
+                 log: bool = True, progress: Callable[[str], None] | None = None) -> Report:
+    """Read sweep `name` (its newest launch, or `parent_id`) from the store at `uri` and write
+    the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
+    say = progress or (lambda _line: None)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    sweep = read_sweep(uri, name, parent_id=parent_id, experiment=experiment)
+    timings["read"] = time.perf_counter() - t
+    say(f"read sweep {sweep.name}: {len(sweep.runs)} runs from {sweep.uri} in {timings['read']:.1f} s")
+
+    t = time.perf_counter()
+    comp = compare(sweep, metrics)
+    timings["stats"] = time.perf_counter() - t
+
+    out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
+    out.mkdir(parents=True, exist_ok=True)
+    _clear_previous(out)
+    made: list[tuple[Path, str]] = []
+    cl = open_client(uri) if with_plots or log else None  # MLflow's client: for plot data and logging only
+    if with_plots:
+        t = time.perf_counter()
+        cache = ArtifactCache(cl)
+        try:
+            made = make_plots(cl, comp, out, cache)
+        finally:
+            cache.close()
+        timings["plots"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    files = {
+        "report.md": out / "report.md",
+        "report.html": out / "report.html",
+        "report.csv": out / "report.csv",
+        "report.tex": out / "report.tex",
+    }
+    files["report.md"].write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
+    files["report.html"].write_text(html_report.render(comp, made), encoding="utf-8")
+    files["report.csv"].write_text(tables.csv_text(comp), encoding="utf-8")
+    files["report.tex"].write_text(tables.latex(comp), encoding="utf-8")
+    timings["write"] = time.perf_counter() - t
+
+    report = Report(comp, out, files, made, timings=timings)
+    if log:
+        t = time.perf_counter()
+        try:
+            for key in LOGGED:
+                cl.log_artifact(sweep.parent.run_id, str(files[key]), ARTIFACT_DIR)
+            for path, _ in made:
+                cl.log_artifact(sweep.parent.run_id, str(path), ARTIFACT_DIR)
+            report.logged_run_id = sweep.parent.run_id
+        except Exception as err:  # a read-only store still gets its local report
+            report.log_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        timings["log"] = time.perf_counter() - t
+    return report
+
+
+def _clear_previous(out: Path) -> None:
+    """Remove files an earlier report left in `out` (plots that no longer apply)."""
+    for name in REPORT_FILES + PLOT_FILES:
+        (out / name).unlink(missing_ok=True)
+    for p in out.glob("metric_vs_*.png"):
+        p.unlink()
+
+
+# ---- plots ----------------------------------------------------------------------------------
+PLOT_FILES = ("loss_curves.png", "first_token_attn_per_layer.png", "attention_maps.png", "gate_histograms.png")
+
+
+def primary_metric(comp: Comparison) -> str | None:
+    """The first metric column with a better side (val_ppl in the default columns)."""
+    return next((m.key for m in comp.metrics if m.better is not None), None)
+
+
+def plotted_rows(comp: Comparison, limit: int = MAX_CURVE_ROWS) -> tuple[list[Row], str]:
+    """Configurations drawn in the overlaid plots and a note saying which when not all are."""
+    rows = [r for r in comp.rows if r.n]
+    if len(rows) <= limit:
+        return rows, ""
+    key = primary_metric(comp)
+    base = [r for r in rows if r.is_baseline][:1]
+    if key is None:
+        return (base + [r for r in rows if r not in base])[:limit], f" ({limit} of {len(rows)} configurations)"
+    better = next(m.better for m in comp.metrics if m.key == key)
+    scored = [r for r in rows if r not in base and r.stats[key].mean is not None]
+    scored.sort(key=lambda r: r.stats[key].mean if better == "min" else -r.stats[key].mean)
+    picked = base + scored[: limit - len(base)]
+    picked.sort(key=comp.rows.index)
+    what = "the first baseline and " if base else ""
+    return picked, f" ({limit} of {len(rows)} configurations: {what}the best by {key})"
+
+
+def _representative(row: Row):
+    """The run that stands for a configuration in single-run plots: its lowest seed."""
+    return next(iter(row.counted.values()))
+
+
+def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tuple[Path, str]]:
+    """Draw every plot the data allows; return (path, caption) in report order."""
+    from . import plots  # matplotlib: imported only when plots are drawn
+    made: list[tuple[Path, str]] = []
+    rows, note = plotted_rows(comp)
+    labels = {id(r): r.label(comp.axes) for r in rows}
+
+    # loss curves with spikes
+    curves: list = []
+    for g, row in enumerate(rows):
+        for run in list(row.counted.values())[:MAX_SEEDS_PER_CURVE]:
+            steps, values = metric_history(cl, run.run_id, "train/loss")
+            if not steps:
+                continue
+            spikes = cache.get(run, "spikes.json") or {}
+            rule = (spikes.get("rules") or {}).get("rule")
+            events = [e for e in spikes.get("events") or [] if isinstance(e, dict) and (rule is None or e.get("rule") == rule)]
+            marks = [(int(e["step"]), float(e["loss"])) for e in events if finite(e.get("loss")) and "step" in e]
+            curves.append(plots.Curve(labels[id(row)], g, steps, values, marks))
+    if curves:
+        seeds = min(MAX_SEEDS_PER_CURVE, max(r.n for r in rows))
+        made.append((plots.loss_curves(curves, out / "loss_curves.png", f"training loss, sweep {comp.sweep.name}"),
+                     f"Training loss (train/loss) of each configuration, up to {seeds} seeds in one colour; red x: loss "
+                     f"spikes counted by the trial's rule (spikes.json){note}."))
+
+    # first-token attention per layer
+    variants = []
+    for row in rows:
+        per_layer = _per_layer_means(row, "first_token_attn")
+        if per_layer:
+            variants.append((labels[id(row)], per_layer))
+    if variants:
+        made.append((plots.first_token_per_layer(variants, comp.uniform_first_token, out / "first_token_attn_per_layer.png"),
+                     "First-token attention per layer (mean over seeds; attention on key 0 over queries ≥ 1, mean over "
+                     f"heads), dashed: uniform attention{note}."))
+
+    # one attention map, baseline beside gated
+    pair = _attention_pair(comp, cache)
+    if pair is not None:
+        (bl, bmap), (gl, gmap), caption = pair
+        made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / "attention_maps.png",
+                                          "attention map, baseline beside gated"), caption))
+
+    # gate-score histograms
+    hists = []
+    for row in rows:
+        if row.axes.get(GATE_AXIS) == BASELINE_GATE:
+            continue
+        probes = cache.get(_representative(row), "probes.json") or {}
+        gh = probes.get("gate_histogram")
+        counts = gh.get("counts") if isinstance(gh, dict) else None
+        if counts and all(isinstance(c, list) and c for c in counts):
+            hists.append((labels[id(row)], counts))
+    if hists:
+        made.append((plots.gate_histograms(hists, out / "gate_histograms.png", "gate-score distribution"),
+                     "Gate scores on held-out data, all layers pooled (probes.json of each configuration's lowest seed); "
+                     f"log scale: sparse gates pile up near 0{note}."))
+
+    # metric against each axis
+    folded = {q for qs in comp.together.values() for q in qs}
+    for axis in (a for a in comp.axes if a not in folded):
+        levels = sorted({r.axes[axis] for r in comp.rows}, key=sort_value)
+        if len(levels) < 2:
+            continue
+        panels = []
+        effects = {e.level: e for e in comp.effects.get(axis, [])}
+        for m in comp.metrics[:MAX_AXIS_PANELS]:
+            points = [(levels.index(r.axes[axis]), s.metrics[m.key]) for r in comp.rows for s in r.counted.values()
+                      if finite(s.metrics.get(m.key))]
+            if not points:
+                continue
+            if effects:
+                means = [effects[lv].means.get(m.key) for lv in levels]
+            else:
+                means = [next((r.stats[m.key].mean for r in comp.rows if r.axes[axis] == lv), None) for lv in levels]
+            panels.append(plots.AxisPanel(m.key, points, means))
+        if not panels:
+            continue
+        numeric = all(_is_number(v) for v in levels)
+        log_x = numeric and all(float(v) > 0 for v in levels) and max(float(v) for v in levels) / min(float(v) for v in levels) >= 100
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in axis)
+        made.append((plots.metric_vs_axis(comp.axis_title(axis), [axis_text(v) for v in levels], panels,
+                                          out / f"metric_vs_{safe}.png", log_x=log_x),
+                     f"{', '.join(p.metric for p in panels)} against {comp.axis_title(axis)}: dots are finished runs, the line joins "
+                     "the level means " + ("averaged over the other axes (main effect)." if effects else "over seeds.")))
+    return made
+
+
+def _is_number(v: str) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except ValueError:
+        return False
+
+
+def _per_layer_means(row: Row, prefix: str) -> list[float]:
+    """Mean over the row's finished seeds of `<prefix>/layer_i`, for i = 0, 1, ..."""
+    out = []
+    i = 0
+    while True:
+        vals = [r.metrics[f"{prefix}/layer_{i}"] for r in row.counted.values() if finite(r.metrics.get(f"{prefix}/layer_{i}"))]
+        if not vals:
+            return out
+        out.append(sum(vals) / len(vals))
+        i += 1
+
+
+def _attention_pair(comp: Comparison, cache: ArtifactCache):
+    """((label, map), (label, map), caption) of the last layer's most sink-like head for the
+    first baseline row and its gated sibling (G1 elementwise when present, else the gated row
+    with the least first-token attention), from their lowest seeds' probes.json."""
+    others = [p for p in comp.axes if p != GATE_AXIS]
+    for base in (r for r in comp.rows if r.is_baseline and r.n):
+        sibs = [r for r in comp.rows if r.baseline is base and r.n]
+        if not sibs:
+            continue
+        g1 = [r for r in sibs if r.axes[GATE_AXIS] == "G1-elementwise"]
+        fta = lambda r: r.stats["first_token_attn"].mean if "first_token_attn" in r.stats and r.stats["first_token_attn"].mean is not None else math.inf  # noqa: E731
+        gated = g1[0] if g1 else min(sibs, key=fta)
+        maps = []
+        for row in (base, gated):
+            run = _representative(row)
+            probes = cache.get(run, "probes.json") or {}
+            am = [m for m in probes.get("attention_maps") or [] if isinstance(m, dict) and m.get("matrix")]
+            if not am:
+                break
+            m = am[-1]
+            seed = ", ".join(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in zip(comp.seed_axes, next(iter(row.counted)))) or run.name
+            maps.append((f"{row.label(comp.axes)}\n(layer {m.get('layer')}, head {m.get('head')}, {seed})", m["matrix"]))
+        if len(maps) == 2:
+            rest = ", ".join(f"{p.rsplit('.', 1)[-1]}={axis_text(base.axes[p])}" for p in others)
+            caption = ("Attention probabilities of the last layer's most sink-like head on one held-out sequence: the "
+                       f"baseline (gate none) beside {gated.axes[GATE_AXIS]}" + (f" at {rest}" if rest else "")
+                       + ". A bright first column is an attention sink.")
+            return maps[0], maps[1], caption
+    return None
+
+
+__all__ = ["Report", "StoreError", "build_report", "make_plots"]

@@ -1,0 +1,130 @@
+"""Seed statistics on hand-made runs (no store): a 2 gates x 2 learning rates x 3 seeds design
+with a failed, a running and a superseded run; Optuna axes recovered from params."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from dashboards import tables
+from dashboards.metrics import axis_text, decimals, fmt
+from dashboards.stats import compare, describe
+from dashboards.store import RunRecord, SweepRuns, resolve_axes, state_of
+
+
+def run(i: int, gate: str, lr: str, seed: int, *, status: str = "FINISHED", metrics: dict | None = None,
+        tags: dict | None = None, params: dict | None = None, start: int = 0) -> RunRecord:
+    t = {"gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr, "gatesweep.axis.train.seed": str(seed),
+         **(tags or {})}
+    state, reason = state_of(status, t)
+    return RunRecord(run_id=f"r{i:03d}", name=f"{gate}-{lr}-s{seed}", status=status, state=state, reason=reason,
+                     params=params or {"train.lr": lr, "train.seed": str(seed)}, metrics=metrics or {}, tags=t,
+                     start_time=start or i, end_time=None, experiment_id="1")
+
+
+def sweep_of(runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid") -> SweepRuns:
+    parent = RunRecord("p", "s", "FINISHED", "finished", "", {"sweep.axes": axes, "sweep.search": search}, {},
+                       {"gatesweep.kind": "sweep"}, 0, None, "1")
+    s = SweepRuns("s", "sqlite:///x.db", "1", "e", parent, runs, 1, search=search)
+    resolve_axes(s)
+    return s
+
+
+def ppl(gate: str, lr: str, seed: int) -> float:
+    return 20.0 + (-1.5 if gate != "none" else 0.0) + (0.7 if lr == "0.01" else 0.0) + 0.11 * seed + 0.05 * (seed * seed % 3)
+
+
+def design() -> list[RunRecord]:
+    runs, i = [], 0
+    for gate in ("none", "G1-elementwise"):
+        for lr in ("0.003", "0.01"):
+            for seed in (0, 1, 2):
+                i += 1
+                m = {"val_ppl": ppl(gate, lr, seed), "first_token_attn": 0.4 if gate == "none" else 0.05 + 0.01 * seed,
+                     "tokens_per_s": 1000.0 + seed}
+                if gate != "none":
+                    m["gate_score_mean"] = 0.2
+                runs.append(run(i, gate, lr, seed, metrics=m))
+    # seed 2 of (none, 0.01) failed first and was rerun: the finished rerun counts
+    runs.append(run(90, "none", "0.01", 2, status="FAILED", tags={"gatesweep.failure_reason": "loss is nan"}, start=1))
+    # a third learning rate: one seed failed, one still running
+    runs.append(run(91, "none", "1.0", 0, status="FAILED", tags={"gatesweep.failure_reason": "loss is nan at step 3"}))
+    runs.append(run(92, "none", "1.0", 1, status="RUNNING"))
+    return runs
+
+
+def test_grouping_statistics_deltas_and_states():
+    comp = compare(sweep_of(design()))
+    assert comp.axes == ["model.gate", "train.lr"] and comp.seed_axes == ["train.seed"]
+    assert [(r.axes["model.gate"], r.axes["train.lr"]) for r in comp.rows] == [
+        ("none", "0.003"), ("none", "0.01"), ("none", "1.0"), ("G1-elementwise", "0.003"), ("G1-elementwise", "0.01")]
+    g1 = comp.rows[4]
+    values = [ppl("G1-elementwise", "0.01", s) for s in (0, 1, 2)]
+    st = g1.stats["val_ppl"]
+    assert st.n == 3 and st.mean == pytest.approx(np.mean(values)) and st.std == pytest.approx(np.std(values, ddof=1))
+    assert st.ci95 == pytest.approx(sps.t.ppf(0.975, 2) * np.std(values, ddof=1) / math.sqrt(3))
+    base = [ppl("none", "0.01", s) for s in (0, 1, 2)]
+    d = g1.deltas["val_ppl"]
+    assert g1.baseline is comp.rows[1] and d.diff == pytest.approx(np.mean(values) - np.mean(base)) == pytest.approx(-1.5)
+    assert d.n_pairs == 3
+    assert d.p is None  # the differences are exactly -1.5 for every seed: no variation, no test
+    fa = g1.deltas["first_token_attn"]
+    res = sps.ttest_rel([0.05, 0.06, 0.07], [0.4, 0.4, 0.4])
+    assert fa.p == pytest.approx(res.pvalue) and fa.rel == pytest.approx(100 * (0.06 - 0.4) / 0.4)
+    assert "val_ppl" in comp.rows[3].best and "first_token_attn" in comp.rows[3].best
+    assert not any("gate_score_mean" in r.best for r in comp.rows)  # no better side
+    assert comp.rows[2].n == 0 and comp.rows[2].status == "1 failed, 1 running"
+    assert [r.run_id for r in comp.superseded] == ["r090"]
+    assert sorted(r.run_id for r in comp.unfinished) == ["r091", "r092"]
+    assert comp.rows[1].n == 3 and comp.rows[1].status == "ok"
+    # main effects: the gate averaged over learning rates (rows without finished seeds skipped)
+    eff = {e.level: e for e in comp.effects["model.gate"]}
+    assert eff["none"].configs == 2
+    assert eff["none"].means["val_ppl"] == pytest.approx(np.mean([comp.rows[0].stats["val_ppl"].mean, comp.rows[1].stats["val_ppl"].mean]))
+    text = tables.terminal(comp, width=100)
+    assert max(map(len, text.splitlines())) <= 100 and "1 failed, 1 running" in text
+
+
+def test_describe_edge_cases():
+    assert describe({}).mean is None
+    one = describe({(0,): 2.5})
+    assert (one.n, one.mean, one.std, one.ci95) == (1, 2.5, None, None)
+    nan = describe({(0,): float("nan"), (1,): 1.0, (2,): 3.0})
+    assert nan.n == 2 and nan.mean == 2.0
+
+
+def test_optuna_axes_fall_back_to_params():
+    runs = []
+    for i, lr in enumerate(("0.0011", "0.0042", "0.0093")):
+        r = run(i + 1, "G1-elementwise", lr, 0, metrics={"val_ppl": 10.0 + i})
+        for k in ("gatesweep.axis.train.lr", "gatesweep.axis.train.seed"):
+            r.tags.pop(k)
+        r.params = {"train.lr": lr, "train.seed": "0", "model.num_params": "7"}
+        runs.append(r)
+    s = sweep_of(runs, axes="-", search="optuna")
+    assert s.axes == ["train.lr"]
+    comp = compare(s)
+    assert [r.axes["train.lr"] for r in comp.rows] == ["0.0011", "0.0042", "0.0093"] and all(r.n == 1 for r in comp.rows)
+
+
+def test_number_formatting():
+    assert fmt(None) == "–" and fmt(float("nan")) == "–"
+    assert fmt(22.4539) == "22.45" and fmt(0.08793) == "0.088" and fmt(16624.3) == "16,624" and fmt(0.000123) == "0.000123"
+    assert decimals(5.761) == 3 and axis_text("10000000000.0") == "1e+10" and axis_text("1.0") == "1"
+    assert axis_text("G1-elementwise") == "G1-elementwise"
+
+
+def test_degenerate_sweeps_render_in_every_format():
+    """No runs at all, and a single run with no varying axis."""
+    from dashboards import html
+
+    single = run(1, "G1-elementwise", "0.003", 0, metrics={"val_ppl": 12.0, "gate_score_mean": 0.3})
+    for runs in ([], [single]):
+        comp = compare(sweep_of(runs))
+        assert comp.axes == [] and len(comp.rows) == len(runs) and not comp.effects and not comp.has_baseline
+        for render in (tables.terminal, tables.markdown, tables.csv_text, tables.latex, html.render):
+            assert render(comp)
+    assert "12.00" in tables.terminal(comp) and comp.rows[0].label() == "all runs"
