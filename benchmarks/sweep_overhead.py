@@ -44,19 +44,21 @@ def main() -> None:
         "tracking": {"experiment": "bench"},
     })
     expansion = expand(spec)
-    samples: list[float] = []
-    marks: dict[str, float] = {}
+    samples: list[tuple[float, float]] = []  # (time, CPU %) every second, for the whole run
     stop = threading.Event()
 
     def sample() -> None:
         psutil.cpu_percent(interval=None)
         while not stop.is_set():
-            samples.append(psutil.cpu_percent(interval=1.0))
+            busy = psutil.cpu_percent(interval=1.0)
+            samples.append((time.perf_counter(), busy))
 
-    def log(line: str) -> None:
+    threading.Thread(target=sample, daemon=True).start()
+    marks: dict[str, float] = {}
+
+    def log(line: str) -> None:  # Tune pickles its callbacks: this closure holds only a dict
         if line.startswith("Ray:") and "ray_up" not in marks:
             marks["ray_up"] = time.perf_counter()
-            threading.Thread(target=sample, daemon=True).start()
 
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "sweep.yaml"
@@ -71,13 +73,14 @@ def main() -> None:
     train = sum(r.metrics.get("train_time_s", 0.0) for r in outcome.rows)
     after_ray = t_end - marks.get("ray_up", t0)
     fixed = (after_ray * concurrency - train) / len(outcome.rows)
-    busy = sum(samples) / len(samples) if samples else 0.0
+    during = [b for t, b in samples if marks.get("ray_up", t0) + 1 <= t <= t_end]
+    busy = sum(during) / len(during) if during else 0.0
     print(f"sweep of {len(outcome.rows)} trials x {args.steps} steps, {concurrency} at once: wall {t_end - t0:.1f} s "
           f"(Ray start {marks.get('ray_up', t0) - t0:.1f} s), trials' own training {train:.1f} s")
     print(f"statuses: {[r.status for r in outcome.rows]}")
     result("fixed cost per trial in a sweep", round(fixed, 2), "<= 5 s", fixed <= 5, "s",
            note=f"{concurrency} trials at once; Ray start ({marks.get('ray_up', t0) - t0:.1f} s) excluded")
-    result("CPU busy during an 8-trial sweep", round(busy, 1), ">= 90%", busy >= 90, "%", note=f"{len(samples)} one-second samples")
+    result("CPU busy during an 8-trial sweep", round(busy, 1), ">= 90%", busy >= 90, "%", note=f"{len(during)} one-second samples after Ray start")
 
 
 if __name__ == "__main__":

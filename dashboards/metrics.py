@@ -19,6 +19,7 @@ Direction = Literal["min", "max"] | None
 DEFAULT_METRICS = ("val_ppl", "mmlu_acc", "first_token_attn", "sink_ratio", "max_activation", "gate_score_mean",
                    "loss_spikes", "tokens_per_s")
 RULER_PREFIX = "ruler_avg/"
+BIGRAM_METRICS = ("val_loss", "bbc/trigger_loss", "value_norm_bos_ratio")
 
 #: metric -> (short label for the terminal, better direction; None: no better side, e.g. the gate score)
 KNOWN: dict[str, tuple[str, Direction]] = {
@@ -87,6 +88,8 @@ def choose(present: Iterable[str], requested: list[str] | None = None) -> list[M
         return [spec(k) for k in requested]
     present = set(present)
     keys = [k for k in DEFAULT_METRICS if k in present]
+    if "bbc/trigger_loss" in present:  # Bigram-Backcopy: the loss, the copy positions' loss, value drain at BOS
+        keys += [k for k in BIGRAM_METRICS if k in present]
     keys += sorted((k for k in present if k.startswith(RULER_PREFIX)), key=_ruler_sort_key)
     return [spec(k) for k in keys]
 

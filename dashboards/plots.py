@@ -12,6 +12,7 @@ into one file and returns its path:
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -158,6 +159,9 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
         mx = [(xs_of[i], m) for i, m in enumerate(panel.means) if m is not None]
         if mx:
             ax.plot([x for x, _ in mx], [m for _, m in mx], "-o", color=color(1), lw=1.3, ms=4, label="mean over other axes")
+            spread = [statistics.stdev(vals) if len(vals) > 1 else 0.0
+                      for vals in ([v for i2, v in panel.points if i2 == i] for i, m in enumerate(panel.means) if m is not None)]
+            ax.errorbar([x for x, _ in mx], [m for _, m in mx], yerr=spread, fmt="none", ecolor=color(1), elinewidth=1, capsize=3)
         ax.set_title(panel.metric, fontsize=9)
         pad = 0.5 if not log_x else 0.3
         ax.set_xlim(min(xs_of) - pad, max(xs_of) + pad)

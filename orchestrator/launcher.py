@@ -253,6 +253,8 @@ class Launcher:
 
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
         env[TRACKING_ENV] = self.uri
+        # a stopped trial (ASHA) records why and flushes its metrics before its actor is reused
+        env.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
         env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
         env.setdefault("HF_DATASETS_OFFLINE", os.environ.get("HF_DATASETS_OFFLINE", "1"))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
@@ -313,7 +315,7 @@ class Launcher:
         names = {p["config_hash"]: p["name"] for p in payloads}
         if arm is None:
             param_space = {"trial": tune.grid_search(payloads)}
-            tune_cfg = tune.TuneConfig(max_concurrent_trials=self.concurrency(), scheduler=scheduler,
+            tune_cfg = tune.TuneConfig(max_concurrent_trials=self.concurrency(), scheduler=scheduler, reuse_actors=True,
                                        trial_name_creator=lambda tr: names.get(tr.config["trial"]["config_hash"], tr.trial_id),
                                        trial_dirname_creator=lambda tr: tr.trial_id)
         else:
@@ -324,7 +326,7 @@ class Launcher:
             space = {path: _tune_distribution(dist) for path, dist in spec.search.space.items()}
             param_space = {"trial": arm, "space": space}
             search = OptunaSearch(metric=spec.search.metric, mode=spec.search.mode, sampler=sampler)
-            tune_cfg = tune.TuneConfig(search_alg=search, num_samples=spec.search.num_samples, scheduler=scheduler,
+            tune_cfg = tune.TuneConfig(search_alg=search, num_samples=spec.search.num_samples, scheduler=scheduler, reuse_actors=True,
                                        max_concurrent_trials=self.concurrency(), trial_dirname_creator=lambda tr: tr.trial_id,
                                        trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}")
         run_cfg = tune.RunConfig(
@@ -409,7 +411,9 @@ class Launcher:
                     row.status, row.reason = "interrupted", f"interrupted; `gatesweep resume {self.spec.name}` continues it"
                     cl.set_terminated(row.run_id, status="KILLED")
                 elif self.spec.scheduler is not None and row.metrics:
-                    row.status, row.reason = "stopped", f"stopped early by ASHA at step {int(row.metrics.get('step', 0)) or '?'}"
+                    history = cl.get_metric_history(row.run_id, "val_loss")
+                    last = max((m.step for m in history), default=0)
+                    row.status, row.reason = "stopped", f"stopped by the scheduler (ASHA) at step {last}"
                     cl.set_tag(row.run_id, "gatesweep.stopped_early", row.reason)
                     cl.set_terminated(row.run_id, status="KILLED")
                 else:
