@@ -10,9 +10,9 @@ validates sweep files without paying for it); the model and probes load torch on
 
 from importlib import import_module
 
-from .config import POSITIONS, GateConfig, ModelConfig, MoEConfig, RopeConfig
+from . import presets  # noqa: F401  (registers the size presets)
+from .config import POSITIONS, PRESETS, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .configbase import Config, ConfigError, Issue
-from .presets import PRESETS
 
 _LAZY = {
     "GatedTransformer": "model", "build_meta": "model", "rope_override": "model",

@@ -9,11 +9,13 @@ the allowed values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from .configbase import Config, ConfigError, Issue, deep_merge
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
+PRESETS: dict[str, Callable[[], "ModelConfig"]] = {}
+"""Size presets by name, registered by `gatedmodels.presets` (imported with the package)."""
 Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
 
 
@@ -225,8 +227,6 @@ class ModelConfig(Config):
             out.append(Issue("n_kv_heads", f"got {self.n_kv_heads}; must divide n_heads ({self.n_heads})"))
         if self.position_encoding == "rope" and self.head_dim % 2:
             out.append(Issue("head_dim", f"got {self.head_dim}; RoPE needs an even head_dim"))
-        from .presets import PRESETS  # local import: presets build ModelConfigs
-
         if self.size != "custom" and self.size not in PRESETS:
             out.append(Issue("size", f"got {self.size!r}; allowed: custom, {', '.join(PRESETS)}"))
         return out
@@ -237,8 +237,6 @@ class ModelConfig(Config):
         size = data.get("size")
         if size is None or size == "custom":
             return data
-        from .presets import PRESETS
-
         if not isinstance(size, str) or size not in PRESETS:
             where = f"{path}.size" if path else "size"
             raise ConfigError([Issue(where, f"got {size!r}; allowed: custom, {', '.join(PRESETS)}")])

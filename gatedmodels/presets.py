@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .config import ModelConfig
+from .config import PRESETS, ModelConfig
 
 QWEN_VOCAB = 151936
-PRESETS: dict[str, Callable[[], ModelConfig]] = {}
 
 
 def preset(name: str):

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -536,21 +535,6 @@ def summary_markdown(outcome: SweepOutcome) -> str:
     if reasons:
         lines += ["", "## notes", *reasons]
     return "\n".join(lines) + "\n"
-
-
-def print_outcome(outcome: SweepOutcome, file=None) -> None:
-    from .cli.common import print_table
-
-    file = file or sys.stdout
-    print(file=file)
-    print_table(summary_rows(outcome), file=file)
-    for r in outcome.rows:
-        if r.reason:
-            print(f"  {r.name}: {r.reason}", file=file)
-    counts: dict[str, int] = {}
-    for r in outcome.rows:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    print(f"\n{outcome.name}: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {outcome.wall_s:.0f} s", file=file)
 
 
 def _loopback(address: str) -> bool:

@@ -423,7 +423,7 @@ def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[st
 
 def load_sweep(path: str | Path) -> SweepSpec:
     """Load and strictly validate a sweep file (expansion is separate: `expand`)."""
-    from .cli.common import load_yaml
+    from .files import load_yaml
 
     data = load_yaml(path)
     try:

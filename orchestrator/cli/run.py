@@ -47,7 +47,7 @@ def resolve_uri(args, spec) -> str:
 
 
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
-    from ..launcher import Launcher, print_outcome
+    from ..launcher import Launcher
 
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
@@ -86,3 +86,19 @@ def run(args) -> int:
             print("not launched")
             return 2
     return launch(spec, expansion, args.file, args, resume=False, rerun=args.rerun)
+
+
+def print_outcome(outcome, file=None) -> None:
+    from ..launcher import summary_rows
+    from .common import print_table
+
+    file = file or sys.stdout
+    print(file=file)
+    print_table(summary_rows(outcome), file=file)
+    for r in outcome.rows:
+        if r.reason:
+            print(f"  {r.name}: {r.reason}", file=file)
+    counts: dict[str, int] = {}
+    for r in outcome.rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    print(f"\n{outcome.name}: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {outcome.wall_s:.0f} s", file=file)

@@ -158,11 +158,10 @@ def heldout_windows(source: str, tokenizer: Tokenizer, seq_len: int, val_fractio
     """The validation split of another text source, encoded with *this* trial's tokenizer (a BPE
     trained on the training corpus must be reused, not retrained), as (N, seq_len + 1) windows
     that start with BOS. Cached per (source files, tokenizer, split)."""
-    from ..evals.suite import tokenizer_fingerprint
     from ..config import DataConfig
 
     cfg = DataConfig(source=source, tokenizer="byte", seq_len=seq_len, val_fraction=val_fraction)
-    key_src = json.dumps([CACHE_VERSION, "heldout", source_fingerprint(cfg), tokenizer_fingerprint(tokenizer), val_fraction])
+    key_src = json.dumps([CACHE_VERSION, "heldout", source_fingerprint(cfg), tokenizer.fingerprint(), val_fraction])
     path = cache_dir("tokens") / f"heldout-{hashlib.sha256(key_src.encode()).hexdigest()[:20]}.npy"
     if path.exists():
         ids = np.load(path)

@@ -41,6 +41,12 @@ class Tokenizer:
             return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int32) for t in texts]
         return [np.asarray(e.ids, dtype=np.int32) for e in self.hf.encode_batch(texts)]
 
+    def fingerprint(self) -> str:
+        """Identifies the tokenizer (name and, for HF tokenizers, a hash of its JSON) for caches."""
+        if self.hf is None:
+            return self.name
+        return self.name + ":" + hashlib.sha256(self.hf.to_str().encode()).hexdigest()[:16]
+
     def decode(self, ids) -> str:
         ids = [int(i) for i in ids if int(i) != self.bos_id]
         if self.hf is None:

@@ -93,7 +93,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
     out: dict[str, float] = {}
     say = progress or (lambda line: None)
     train_len = trial_cfg.data.seq_len
-    tok_id = tokenizer_fingerprint(tokenizer)
+    tok_id = tokenizer.fingerprint()
 
     if "mmlu" in which:
         from .mmlu import run_mmlu
@@ -174,7 +174,7 @@ def ruler_min_length(task: str, tokenizer) -> int:
     """Shortest context at which RULER's prompt for `task` fits with this tokenizer."""
     from .ruler import min_length
 
-    key = (task, tokenizer_fingerprint(tokenizer))
+    key = (task, tokenizer.fingerprint())
     if key not in _MIN_LENGTH:
         _MIN_LENGTH[key] = min_length(task, tokenizer)
     return _MIN_LENGTH[key]
@@ -183,9 +183,3 @@ def ruler_min_length(task: str, tokenizer) -> int:
 def _set_name(source: str) -> str:
     """A metric-key-safe name for a perplexity set (a corpus name, or a file's stem)."""
     return Path(source).stem if ("/" in source or "." in source) and not source.startswith("hf:") else source.replace(":", "_")
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    if tokenizer.hf is None:
-        return tokenizer.name
-    return tokenizer.name + ":" + hashlib.sha256(tokenizer.hf.to_str().encode()).hexdigest()[:16]

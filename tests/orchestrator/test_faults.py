@@ -3,7 +3,6 @@ an unwritable runs folder, and a real `mlflow server` on 127.0.0.1 stopped for 3
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import resource

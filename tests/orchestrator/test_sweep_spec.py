@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gatedmodels.configbase import ConfigError
+
 from orchestrator.sweep import SweepSpec, expand, load_sweep
 
 HERE = Path(__file__).resolve().parent
