@@ -18,7 +18,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="run MMLU / RULER-style / perplexity benchmarks on a finished trial", description=__doc__)
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")
     p.add_argument("--tasks", default="mmlu,ruler,ppl", help="comma-separated: mmlu, ruler, ppl (default: all)")
-    p.add_argument("--limit", type=int, help="MMLU: at most N test questions per subject; RULER: N samples per task and length")
+    p.add_argument("--limit", type=int, help="MMLU: at most N test questions per subject (default: all 14,042); "
+                   "RULER: N samples per task and length (default: the trial's eval.ruler.samples)")
     p.add_argument("--ppl-sets", help="comma-separated perplexity sets (default: the trial's eval.ppl_sets, else its own corpus)")
     p.add_argument("--lengths", help="comma-separated RULER context lengths (default: the trial's eval.ruler.lengths)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default as for run)")
@@ -80,7 +81,9 @@ def run(args) -> int:
     ev = cfg.eval
     ppl_sets = [s for s in (args.ppl_sets or "").split(",") if s] or ev.ppl_sets or [cfg.data.source]
     lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else ev.ruler.lengths
-    cfg = cfg.replace(eval=ev.replace(ppl_sets=ppl_sets, ruler=ev.ruler.replace(lengths=lengths)))
+    # the full benchmark unless --limit says otherwise (the trial's own limit was for its quick in-trial run)
+    cfg = cfg.replace(eval=ev.replace(ppl_sets=ppl_sets, mmlu=ev.mmlu.replace(limit=args.limit),
+                                      ruler=ev.ruler.replace(lengths=lengths, samples=args.limit or ev.ruler.samples)))
     try:
         data = build_trial_data(cfg.data, cfg.train.seed)
     except DataUnavailable as err:
@@ -90,8 +93,8 @@ def run(args) -> int:
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=tasks, mmlu_limit=args.limit,
-                                 ruler_samples=args.limit, progress=lambda line: print(line, flush=True))
+        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=tasks,
+                                 progress=lambda line: print(line, flush=True))
     except DataUnavailable as err:
         raise UserError(str(err)) from None
     headline = {k: v for k, v in metrics.items() if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/cut_prompts")

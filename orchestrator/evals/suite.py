@@ -83,10 +83,8 @@ def perplexity(model, windows: torch.Tensor, token_bytes, *, batch_size: int, de
 
 
 def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...] = BENCHMARKS,
-                   mmlu_limit: int | None = None, ruler_samples: int | None = None,
                    progress: Callable[[str], None] | None = None) -> dict[str, float]:
-    """Every enabled benchmark of `trial_cfg.eval` in `which` (all when called by `gatesweep eval`
-    with explicit `which`); returns the metrics to log."""
+    """The benchmarks named in `which`, with the settings of `trial_cfg.eval`; returns the metrics to log."""
     ev = trial_cfg.eval
     model.eval()
     wh = weights_hash(model)
@@ -98,7 +96,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
     if "mmlu" in which:
         from .mmlu import run_mmlu
 
-        m = ev.mmlu.replace(limit=mmlu_limit or ev.mmlu.limit)
+        m = ev.mmlu
 
         def do_mmlu() -> dict[str, float]:
             t0 = time.perf_counter()
@@ -118,7 +116,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
     if "ruler" in which:
         from .ruler import run_ruler
 
-        r_cfg = ev.ruler.replace(samples=ruler_samples or ev.ruler.samples)
+        r_cfg = ev.ruler
         t_all = 0.0
         for length in r_cfg.lengths:
             rope = ruler_rope(r_cfg, length, train_len, trial_cfg.model.rope)
