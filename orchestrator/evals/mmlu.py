@@ -42,7 +42,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -315,12 +315,14 @@ def run_mmlu(
     max_len: int = 2048,
     batch_size: int = 16,
     num_fewshot: int = NUM_FEWSHOT,
+    progress: Callable[[str], None] | None = None,
 ) -> MMLUResult:
     """MMLU accuracy of `model`: 5-shot, log-likelihood of " A" .. " D" (see the module docstring).
 
     `subjects`: a subset of `SUBJECTS` (default all 57); `limit`: at most this many test questions
     per subject (the first ones), for quick runs; `max_len`: longest sequence fed to the model
-    (longer prompts are cut from the left, keeping BOS, and counted).
+    (longer prompts are cut from the left, keeping BOS, and counted); `progress`: called with one
+    line per subject (running accuracy, questions per second), for runs that take minutes.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1 or None, got {limit}")
@@ -345,6 +347,10 @@ def run_mmlu(
         per_subject[subject] = float(correct_Q.mean())
         per_subject_n[subject] = len(items)
         correct.extend(bool(c) for c in correct_Q)
+        if progress is not None:
+            elapsed = time.perf_counter() - start
+            progress(f"MMLU {len(per_subject)}/{len(test)} {subject}: {per_subject[subject]:.3f} on {len(items)} questions; "
+                     f"running accuracy {np.mean(correct):.4f} on {len(correct)} ({len(correct) / elapsed:.1f} q/s)")
     seconds = time.perf_counter() - start
     n = len(correct)
     return MMLUResult(

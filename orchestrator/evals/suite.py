@@ -101,7 +101,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
         def do_mmlu() -> dict[str, float]:
             t0 = time.perf_counter()
             r = run_mmlu(model, tokenizer, source_path=m.path, subjects=m.subjects or None, limit=m.limit,
-                         max_len=m.max_len, batch_size=m.batch_size)
+                         max_len=m.max_len, batch_size=m.batch_size, progress=progress)
             seconds = time.perf_counter() - t0
             res = {"mmlu_acc": r.accuracy, "mmlu_acc_macro": r.macro_accuracy, "mmlu/questions": r.n_questions,
                    "mmlu/cut_prompts": r.n_cut, "eval_time_s/mmlu": seconds, "mmlu/questions_per_s": r.n_questions / seconds}

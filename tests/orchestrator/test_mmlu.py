@@ -88,7 +88,8 @@ def test_always_A_scores_the_share_of_A(data, make_tokenizer):
     a_ids = sorted(set(tok.encode([" A"])[0].tolist()))
     model = FavourTokens(tok.vocab_size, a_ids)
     limit = 12
-    result = mmlu.run_mmlu(model, tok, subjects=SUBSET, limit=limit, max_len=4096, batch_size=8)
+    lines: list[str] = []
+    result = mmlu.run_mmlu(model, tok, subjects=SUBSET, limit=limit, max_len=4096, batch_size=8, progress=lines.append)
     share = {s: float(np.mean([q.answer == 0 for q in test[s][:limit]])) for s in SUBSET}
     assert result.n_questions == limit * len(SUBSET) and result.n_cut == 0
     assert result.per_subject == pytest.approx(share)
@@ -98,6 +99,9 @@ def test_always_A_scores_the_share_of_A(data, make_tokenizer):
     # one forward row per question: requests sharing their model input are grouped
     assert sum(x.shape[0] for x in model.seen) == result.n_questions
     assert set(result.metrics()) >= {"mmlu/acc", "mmlu/acc_macro", "mmlu/n_cut", "mmlu/acc/abstract_algebra"}
+    # one progress line per subject, the last one carrying the final running accuracy
+    assert len(lines) == len(SUBSET) and lines[-1].startswith(f"MMLU {len(SUBSET)}/{len(SUBSET)} ")
+    assert f"running accuracy {result.accuracy:.4f} on {result.n_questions}" in lines[-1]
 
 
 def test_long_prompts_are_cut_from_the_left_keeping_bos(data):
