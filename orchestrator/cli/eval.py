@@ -97,8 +97,8 @@ def run(args) -> int:
                                  progress=lambda line: print(line, flush=True))
     except DataUnavailable as err:
         raise UserError(str(err)) from None
-    headline = {k: v for k, v in metrics.items() if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/cut_prompts")
-                or k.startswith(("ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))}
+    headline = {k: v for k, v in metrics.items() if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/questions", "mmlu/cut_prompts")
+                or k.startswith(("ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))}
     print_table([{"metric": k, "value": v} for k, v in headline.items()])
     if run_id and not args.no_log:
         logger = RunLogger(uri, run_id)
