@@ -20,18 +20,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..config import BigramBackcopyConfig
 from .sources import load_shakespeare
 
 VAL_STREAM = 1_000_003  # RNG stream of the held-out sequences, disjoint from training steps
 
 
 class BigramBackcopy:
-    """Deterministic per (train seed, step): `train_batch(step)` is the same on every resume."""
+    """Deterministic per (train seed, step): `train_batch(step)` is the same on every resume.
+    `cfg` is the trial's `data.bigram` (an `orchestrator.config.BigramBackcopyConfig`; not imported
+    here, since the data layer sits below the config, which validates with it)."""
 
     name = "bigram-backcopy"
 
-    def __init__(self, cfg: BigramBackcopyConfig, seq_len: int, train_seed: int):
+    def __init__(self, cfg, seq_len: int, train_seed: int):
         self.cfg, self.seq_len, self.train_seed = cfg, seq_len, train_seed
         V = cfg.vocab_size
         if cfg.table == "shakespeare":

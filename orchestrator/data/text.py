@@ -32,16 +32,17 @@ def _files_fingerprint(paths: list[Path]) -> list:
     return [[str(p), p.stat().st_size, int(p.stat().st_mtime)] for p in sorted(paths)]
 
 
-def source_fingerprint(cfg) -> object:
-    src = cfg.source
+def source_fingerprint(src: str, *, hf_split: str = "train", text_column: str = "text") -> object:
+    """What identifies a text source's content, for cache keys (the installed corpus, the Hub
+    dataset and split, or the local files' names, sizes and times)."""
     if src in OFFLINE_CORPORA:
         root = package_dir(_CORPUS_PACKAGES[src])
         return [src, str(root)] if root else [src]
     if src.startswith("hf:"):
-        return [src, cfg.hf_split, cfg.text_column]
+        return [src, hf_split, text_column]
     path = Path(src).expanduser().resolve()
     files = list(path.rglob("*")) if path.is_dir() else [path]
-    return [_files_fingerprint([f for f in files if f.is_file()]), cfg.text_column]
+    return [_files_fingerprint([f for f in files if f.is_file()]), text_column]
 
 
 def split_text(docs: list[str], val_fraction: float, max_chars: int | None) -> tuple[str, str]:
@@ -65,7 +66,8 @@ def _pieces(text: str, size: int = 1 << 16) -> list[str]:
 
 def tokenize_split(cfg) -> tuple[np.ndarray, np.ndarray, Tokenizer]:
     """(train ids, val ids, tokenizer), from the cache when possible."""
-    key_src = json.dumps([CACHE_VERSION, source_fingerprint(cfg), cfg.tokenizer, cfg.val_fraction, cfg.max_chars], sort_keys=True)
+    fingerprint = source_fingerprint(cfg.source, hf_split=cfg.hf_split, text_column=cfg.text_column)
+    key_src = json.dumps([CACHE_VERSION, fingerprint, cfg.tokenizer, cfg.val_fraction, cfg.max_chars], sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
     entry = cache_dir("tokens") / key
     if (entry / "meta.json").exists():
@@ -158,15 +160,12 @@ def heldout_windows(source: str, tokenizer: Tokenizer, seq_len: int, val_fractio
     """The validation split of another text source, encoded with *this* trial's tokenizer (a BPE
     trained on the training corpus must be reused, not retrained), as (N, seq_len + 1) windows
     that start with BOS. Cached per (source files, tokenizer, split)."""
-    from ..config import DataConfig
-
-    cfg = DataConfig(source=source, tokenizer="byte", seq_len=seq_len, val_fraction=val_fraction)
-    key_src = json.dumps([CACHE_VERSION, "heldout", source_fingerprint(cfg), tokenizer.fingerprint(), val_fraction])
+    key_src = json.dumps([CACHE_VERSION, "heldout", source_fingerprint(source), tokenizer.fingerprint(), val_fraction])
     path = cache_dir("tokens") / f"heldout-{hashlib.sha256(key_src.encode()).hexdigest()[:20]}.npy"
     if path.exists():
         ids = np.load(path)
     else:
-        _, val_text = split_text(load_documents(source, text_column=cfg.text_column), val_fraction, None)
+        _, val_text = split_text(load_documents(source), val_fraction, None)
         ids = np.concatenate(tokenizer.encode(_pieces(val_text))).astype(np.int32)
         tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
         np.save(tmp, ids)
