@@ -455,14 +455,19 @@ def _largest_fitting(count: Callable[[int], int], lo: int, hi: int, limit: int, 
                 best = y
                 break
             fail, step = y, step * 2
-    if fail is not None:
-        while fail - best > 1:
-            mid = (best + fail) // 2
-            if fits(mid):
-                best = mid
-            else:
-                fail = mid
-    return best
+    return best if fail is None else _boundary(best, fail, fits)
+
+
+def _boundary(good: int, bad: int, ok: Callable[[int], bool]) -> int:
+    """Bisection between a size where `ok` holds and one where it does not (either order): the
+    passing size next to the failing side."""
+    while abs(bad - good) > 1:
+        mid = (good + bad) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 def _token_counter(tokenizer: Tokenizer) -> TokenCount:
@@ -523,14 +528,7 @@ def min_length(task: str, tokenizer: Tokenizer, *, haystack: str = "noise", seed
         hi *= 2
         if hi > 1 << 22:
             raise ValueError(f"RULER {task}: no length up to {1 << 22} fits")
-    lo = hi // 2  # fails, or is below the first probe
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _boundary(hi, hi // 2, ok)  # hi // 2 fails, or is below the first probe
 
 
 # ---------------------------------------------------------------- evaluation
