@@ -13,16 +13,24 @@ system every node mounts (checkpoints are local files).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import signal
+import socket
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .files import UserError
+from .outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
 from .sweep import Expansion, ExpandedTrial, SweepSpec
+from .sweeplock import SweepLock
 from .tracking import RunLogger, client, get_or_create_experiment, redact_uri
 from .tune_trial import TRACKING_ENV
 
@@ -41,6 +49,8 @@ class TrialRow:
     metrics: dict = field(default_factory=dict)
     axes: dict = field(default_factory=dict)
     reason: str = ""
+    outcome: str = ""
+    """outcomes.py's kind (diverged, bad_data, crashed, ...), when the trial did not finish."""
 
 
 @dataclass
@@ -50,10 +60,12 @@ class SweepOutcome:
     rows: list[TrialRow]
     wall_s: float
     interrupted: bool = False
+    error: str = ""
+    """Why the sweep itself could not go on (Ray or Tune refused), if it could not."""
 
     @property
     def failed(self) -> int:
-        return sum(r.status == "failed" for r in self.rows)
+        return sum(r.status == "failed" for r in self.rows) + bool(self.error)
 
 
 def sweep_dir(runs_root: Path, name: str) -> Path:
@@ -61,8 +73,40 @@ def sweep_dir(runs_root: Path, name: str) -> Path:
 
 
 def load_state(path: Path) -> dict:
+    """The sweep's state.json ({} when there is none); UserError in one line when it is damaged."""
     f = path / "state.json"
-    return json.loads(f.read_text()) if f.exists() else {}
+    if not f.exists():
+        return {}
+    try:
+        state = json.loads(f.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"{f}: damaged sweep state ({type(err).__name__}: {str(err)[:120]}); "
+                        "restore it from a backup or launch the sweep again with `gatesweep run`") from None
+    problem = _state_problem(state)
+    if problem:
+        raise UserError(f"{f}: damaged sweep state ({problem}); restore it or launch the sweep again with `gatesweep run`")
+    return state
+
+
+def _state_problem(state) -> str:
+    if not isinstance(state, dict):
+        return f"expected a JSON object, got {type(state).__name__}"
+    for key in ("name", "parent_run_id", "sweep_file"):
+        if key in state and not isinstance(state[key], str):
+            return f"{key!r} is {type(state[key]).__name__}, expected a string"
+    for key in ("name", "parent_run_id"):
+        if key not in state:
+            return f"{key!r} is missing"
+    trials = state.get("trials", {})
+    if not isinstance(trials, dict):
+        return f"'trials' is {type(trials).__name__}, expected an object"
+    for h, t in trials.items():
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), (str, type(None))) for k in ("run_id", "name", "run_dir")):
+            return f"trial {str(h)[:16]!r} is malformed"
+    for key in ("driver_pid",):
+        if key in state and not isinstance(state[key], int):
+            return f"{key!r} is {type(state[key]).__name__}, expected an integer"
+    return ""
 
 
 def save_state(path: Path, state: dict) -> None:
@@ -127,21 +171,33 @@ def kill_processes(procs: list) -> int:
 
 
 def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
-    """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id."""
+    """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id. Called
+    with the sweep's lock held, so the driver that started that Ray is known to be gone."""
     pid, session, node = state.get("driver_pid"), state.get("ray_session_dir"), state.get("ray_node_id")
     if not pid or not session:
         return
-    import psutil
-
-    try:
-        cmd = " ".join(psutil.Process(pid).cmdline())
-        if "gatesweep" in cmd or "orchestrator" in cmd:
-            raise RuntimeError(f"sweep {state.get('name')} is still running (driver pid {pid})")
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        pass
     n = kill_processes(ray_processes(session, node))
     if n:
         log(f"stopped {n} Ray processes left by the previous driver (pid {pid})")
+
+
+def _refuse_live_driver(cl, exp_id: str, name: str) -> None:
+    """A sweep of this name still RUNNING in the store under a live driver on this machine (one
+    launched with another --runs-dir, whose lock this driver cannot see) is refused too."""
+    import psutil
+
+    running = cl.search_runs([exp_id], filter_string=f"tags.`gatesweep.sweep` = '{name}' and tags.`gatesweep.kind` = 'sweep' "
+                             "and attributes.status = 'RUNNING'", max_results=100)
+    for run in running:
+        host, _, pid = run.data.tags.get("gatesweep.driver", "").rpartition(":")
+        if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
+            try:
+                cmd = " ".join(psutil.Process(int(pid)).cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            if "gatesweep" in cmd or "orchestrator" in cmd:
+                raise UserError(f"sweep {name!r} is already running in this store (driver pid {pid} on host {host}, "
+                                f"parent run {run.info.run_id}); wait for it, or stop it and `gatesweep resume` it")
 
 
 class Launcher:
@@ -156,17 +212,25 @@ class Launcher:
         self.state: dict = load_state(self.dir) if resume else {}
         self.rows: dict[str, TrialRow] = {}
         self.started_ray = False
+        self.stopped: dict[str, int] = {}
+        """Trials the scheduler stopped (Tune trial id or config hash -> step), as ASHA decided."""
+        self.errors: dict[str, str] = {}
+        """Tune's last error line per trial (config hash or Tune trial id) for crashed trials."""
 
     # ---- MLflow side -----------------------------------------------------------------
     def open_parent(self) -> str:
         cl = client(self.uri)
         exp_id = get_or_create_experiment(cl, self.experiment, self.uri)
         parent = self.state.get("parent_run_id") if self.resume else None
+        driver = f"{socket.gethostname()}:{os.getpid()}"
         if parent:
             cl.update_run(parent, status="RUNNING")
+            cl.set_tag(parent, "gatesweep.driver", driver)
         else:
+            _refuse_live_driver(cl, exp_id, self.spec.name)
+            self.state["source"] = str(self.source)
             tags = {"gatesweep.sweep": self.spec.name, "gatesweep.kind": "sweep", "mlflow.note.content": self.spec.description,
-                    "gatesweep.tracking_uri": redact_uri(self.uri)}
+                    "gatesweep.tracking_uri": redact_uri(self.uri), "gatesweep.driver": driver}
             parent = cl.create_run(exp_id, run_name=self.spec.name, tags=tags).info.run_id
             logger = RunLogger(self.uri, parent)
             e = self.expansion
@@ -233,7 +297,17 @@ class Launcher:
             "parent_run_id": parent, "sweep": self.spec.name, "workers": res.workers_per_trial,
             "cpus": res.cpus_per_worker, "gpus": res.gpus_per_worker,
             "tags": {f"gatesweep.axis.{k}": str(v) for k, v in t.axes.items()},
+            "judged_by": self.judged_by(),
         }
+
+    def judged_by(self) -> list[str]:
+        """The metrics the scheduler and searcher read from every result."""
+        out = []
+        if self.spec.scheduler is not None and self.spec.scheduler.type == "asha":
+            out.append(self.spec.scheduler.metric)
+        if self.spec.search.type == "optuna":
+            out.append(self.spec.search.metric)
+        return sorted(set(out))
 
     # ---- Ray side --------------------------------------------------------------------
     def start_ray(self) -> None:
@@ -263,6 +337,7 @@ class Launcher:
             # on the head machine of a loopback test cluster (127.0.0.x), the driver is that node
             extra = {"_node_ip_address": host} if host.startswith("127.") and host != "127.0.0.1" else {}
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING", **extra)
+            _install_interrupt()
         else:
             res = self.spec.resources
             # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
@@ -270,6 +345,7 @@ class Launcher:
             ray.init(num_cpus=max(len(os.sched_getaffinity(0)), need), include_dashboard=False, _node_ip_address="127.0.0.1",
                      runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
             self.started_ray = True
+            _install_interrupt()
             from ray._private import worker as ray_worker
 
             self.state["ray_session_dir"] = ray_worker._global_node.get_session_dir_path()
@@ -305,12 +381,10 @@ class Launcher:
         trainable = tune.with_resources(tune_trial.trainable, resources)
         scheduler = None
         if spec.scheduler is not None and spec.scheduler.type == "asha":
-            from ray.tune.schedulers import ASHAScheduler
-
             max_t = spec.scheduler.max_t or max(t.config.train.steps for t in self.expansion.trials)
-            scheduler = ASHAScheduler(time_attr="step", metric=spec.scheduler.metric, mode=spec.scheduler.mode,
-                                      grace_period=spec.scheduler.grace_period, max_t=max_t,
-                                      reduction_factor=spec.scheduler.reduction_factor)
+            scheduler = _recording_asha(self.stopped)(time_attr="step", metric=spec.scheduler.metric, mode=spec.scheduler.mode,
+                                                      grace_period=spec.scheduler.grace_period, max_t=max_t,
+                                                      reduction_factor=spec.scheduler.reduction_factor)
         names = {p["config_hash"]: p["name"] for p in payloads}
         if arm is None:
             param_space = {"trial": tune.grid_search(payloads)}
@@ -324,7 +398,7 @@ class Launcher:
             sampler = optuna.samplers.TPESampler(seed=spec.search.seed) if spec.search.sampler == "tpe" else optuna.samplers.RandomSampler(seed=spec.search.seed)
             space = {path: _tune_distribution(dist) for path, dist in spec.search.space.items()}
             param_space = {"trial": arm, "space": space}
-            search = OptunaSearch(metric=spec.search.metric, mode=spec.search.mode, sampler=sampler)
+            search = _failure_aware(OptunaSearch)(metric=spec.search.metric, mode=spec.search.mode, sampler=sampler)
             tune_cfg = tune.TuneConfig(search_alg=search, num_samples=spec.search.num_samples, scheduler=scheduler, reuse_actors=True,
                                        max_concurrent_trials=self.concurrency(), trial_dirname_creator=lambda tr: tr.trial_id,
                                        trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}")
@@ -333,92 +407,117 @@ class Launcher:
             storage_path=str(self.dir / "tune"),
             failure_config=tune.FailureConfig(max_failures=spec.retries),
             verbose=0,
-            callbacks=[_Progress(self.log, self.rows)],
+            callbacks=[_Progress(self.log, self.errors)],
         )
         return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
 
     # ---- the whole thing -------------------------------------------------------------
     def run(self) -> SweepOutcome:
+        """Lock the sweep, write its runs, run it on Ray, read back every outcome, close the parent.
+        SIGTERM and SIGHUP stop it the way Ctrl-C does (runs marked interrupted, Ray stopped)."""
         t0 = time.time()
-        if self.resume:
-            kill_stale_ray(self.state, self.log)
-        parent = self.open_parent()
-        payloads = self.prepare_trials(parent)
-        payloads = [p for p in payloads if self.rows[p["config_hash"]].status != "skipped"]
-        skipped = sum(r.status == "skipped" for r in self.rows.values())
-        self.log(f"sweep {self.spec.name}: {len(self.expansion.trials)} trials, {skipped} already finished, {len(payloads)} to run"
-                 f" (MLflow experiment {self.experiment!r}, parent run {parent})")
-        interrupted = False
-        if payloads:
-            self.start_ray()
+        with SweepLock(self.dir, self.spec.name), _signals_as_interrupt():
+            interrupted, error = False, ""
             try:
-                self.log(f"Ray: {'cluster ' + self.address if self.address else 'local, 127.0.0.1'}; "
-                         f"up to {self.concurrency()} trials at once")
-                if self.spec.search.type == "grid":
-                    self.tuner(payloads).fit()
-                else:
-                    for arm in payloads:
-                        self.log(f"optuna arm {arm['name']}: {self.spec.search.num_samples} samples")
-                        self.tuner([arm], arm=arm).fit()
+                if self.resume:
+                    kill_stale_ray(self.state, self.log)
+                parent = self.open_parent()
+                payloads = self.prepare_trials(parent)
             except KeyboardInterrupt:
-                interrupted = True
-            finally:
-                self.stop_ray()
-        outcome = self.collect(parent, time.time() - t0, interrupted)
-        self.close_parent(outcome)
-        return outcome
+                parent = self.state.get("parent_run_id")
+                if not parent:
+                    raise
+                payloads, interrupted = [], True
+            payloads = [p for p in payloads if self.rows[p["config_hash"]].status != "skipped"]
+            skipped = sum(r.status == "skipped" for r in self.rows.values())
+            if not interrupted:
+                self.log(f"sweep {self.spec.name}: {len(self.expansion.trials)} trials, {skipped} already finished, {len(payloads)} to run"
+                         f" (MLflow experiment {self.experiment!r}, parent run {parent})")
+            if payloads:
+                try:
+                    self.start_ray()
+                    self.log(f"Ray: {'cluster ' + self.address if self.address else 'local, 127.0.0.1'}; "
+                             f"up to {self.concurrency()} trials at once")
+                    if self.spec.search.type == "grid":
+                        self.tuner(payloads).fit()
+                    else:
+                        for arm in payloads:
+                            self.log(f"optuna arm {arm['name']}: {self.spec.search.num_samples} samples")
+                            self.tuner([arm], arm=arm).fit()
+                except KeyboardInterrupt:
+                    interrupted = True
+                except Exception as err:  # Ray or Tune gave up: say why, settle every run, close the parent
+                    error = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}"
+                    self.log(f"sweep error: {error}")
+                finally:
+                    self.stop_ray()
+            outcome = self.collect(parent, time.time() - t0, interrupted)
+            outcome.error = error
+            self.close_parent(outcome)
+            return outcome
 
     def stop_ray(self) -> None:
         import ray
 
-        if ray.is_initialized():
-            ray.shutdown()
+        with _signals_ignored():  # a second signal must not leave Ray half stopped
+            if ray.is_initialized():
+                ray.shutdown()
         if self.started_ray:
             for key in ("ray_session_dir", "ray_node_id", "driver_pid"):
                 self.state.pop(key, None)
             save_state(self.dir, self.state)
 
     def collect(self, parent: str, wall: float, interrupted: bool) -> SweepOutcome:
-        """Read every trial's final state from MLflow (the source of truth) and settle runs that
-        Ray stopped without their own code running to the end (ASHA stops, killed workers)."""
+        """Read every trial's final state from MLflow (the source of truth) and settle the runs
+        whose own code could not record their end: trials the scheduler stopped (decided here,
+        by ASHA's own decisions, not by the timing of the trial's last write), trials interrupted
+        with the driver, and trials whose worker died until retries ran out."""
+        from .tracking import search_all
+
         cl = client(self.uri)
         exp_id = cl.get_experiment_by_name(self.experiment).experiment_id
-        children = cl.search_runs([exp_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'", max_results=50000)
+        children = search_all(cl, [exp_id], f"tags.`mlflow.parentRunId` = '{parent}'")
         by_id = {r.info.run_id: r for r in children}
-        rows = [r for r in self.rows.values()]
+        rows = list(self.rows.values())
         if self.spec.search.type == "optuna":
-            rows = []
-            for run in children:
-                rows.append(TrialRow(run.data.tags.get("gatesweep.trial_name", run.info.run_name), run.data.tags.get("gatesweep.config_hash", ""),
-                                     run.info.run_id, axes={}))
+            rows = [TrialRow(run.data.tags.get("gatesweep.trial_name", run.info.run_name), run.data.tags.get("gatesweep.config_hash", ""),
+                             run.info.run_id, axes={}) for run in children]
         for row in rows:
-            if row.status == "skipped" and row.run_id not in by_id:
-                continue
             run = by_id.get(row.run_id) if row.run_id else None
             if run is None:
                 continue
+            tags = run.data.tags
+            key = tags.get("gatesweep.tune_trial_id") or row.config_hash
             row.metrics = dict(run.data.metrics)
             status = run.info.status
             if status == "FINISHED":
                 row.status = "finished"
+            elif key in self.stopped:
+                row.status, row.outcome = "stopped", "stopped"
+                row.reason = tags.get(STOPPED_TAG) or f"stopped by the scheduler (ASHA) at step {self.stopped[key]}"
+                if status != "KILLED" or STOPPED_TAG not in tags:
+                    cl.set_tag(row.run_id, STOPPED_TAG, row.reason)
+                    cl.set_tag(row.run_id, OUTCOME_TAG, "stopped")
+                    cl.set_terminated(row.run_id, status="KILLED")
             elif status == "FAILED":
-                row.status, row.reason = "failed", run.data.tags.get("gatesweep.failure_reason", "")
-            elif status == "KILLED" and "gatesweep.stopped_early" in run.data.tags:
-                row.status, row.reason = "stopped", run.data.tags["gatesweep.stopped_early"]
-            else:  # RUNNING / SCHEDULED / KILLED with nobody left to finish it
-                if interrupted:
-                    row.status, row.reason = "interrupted", f"interrupted; `gatesweep resume {self.spec.name}` continues it"
+                row.status, row.outcome = "failed", tags.get(OUTCOME_TAG, "crashed")
+                row.reason = tags.get(REASON_TAG, "") or "failed (no reason recorded)"
+            elif status == "KILLED" and STOPPED_TAG in tags:
+                row.status, row.outcome, row.reason = "stopped", "stopped", tags[STOPPED_TAG]
+            elif interrupted or (status == "KILLED" and tags.get(OUTCOME_TAG) == "interrupted"):
+                row.status, row.outcome = "interrupted", "interrupted"
+                row.reason = f"interrupted; `gatesweep resume {self.spec.name}` continues it"
+                if status != "KILLED":
+                    cl.set_tag(row.run_id, OUTCOME_TAG, "interrupted")
+                    cl.set_tag(row.run_id, REASON_TAG, row.reason)
                     cl.set_terminated(row.run_id, status="KILLED")
-                elif self.spec.scheduler is not None and row.metrics:
-                    history = cl.get_metric_history(row.run_id, "val_loss")
-                    last = max((m.step for m in history), default=0)
-                    row.status, row.reason = "stopped", f"stopped by the scheduler (ASHA) at step {last}"
-                    cl.set_tag(row.run_id, "gatesweep.stopped_early", row.reason)
-                    cl.set_terminated(row.run_id, status="KILLED")
-                else:
-                    row.status, row.reason = "failed", "the trial's worker died and retries ran out"
-                    cl.set_tag(row.run_id, "gatesweep.failure_reason", row.reason)
-                    cl.set_terminated(row.run_id, status="FAILED")
+            else:  # RUNNING / SCHEDULED with nobody left to finish it: the worker died, retries ran out
+                last = self.errors.get(key, "")
+                row.status, row.outcome = "failed", "crashed"
+                row.reason = "the trial's worker died and retries ran out" + (f" (last error: {last})" if last else "")
+                cl.set_tag(row.run_id, OUTCOME_TAG, "crashed")
+                cl.set_tag(row.run_id, REASON_TAG, row.reason)
+                cl.set_terminated(row.run_id, status="FAILED")
         return SweepOutcome(self.spec.name, parent, rows, wall, interrupted)
 
     def close_parent(self, outcome: SweepOutcome) -> None:
@@ -427,11 +526,14 @@ class Launcher:
         for r in outcome.rows:
             counts[r.status] = counts.get(r.status, 0) + 1
         cl.set_tag(outcome.parent_run_id, "gatesweep.counts", json.dumps(counts))
+        if outcome.error:
+            cl.set_tag(outcome.parent_run_id, REASON_TAG, outcome.error[:4000])
         cl.log_text(outcome.parent_run_id, summary_markdown(outcome), "summary.md")
         if outcome.interrupted:
             cl.set_terminated(outcome.parent_run_id, status="KILLED")
         else:
-            cl.set_terminated(outcome.parent_run_id, status="FAILED" if outcome.failed and outcome.failed == len(outcome.rows) else "FINISHED")
+            every_failed = outcome.rows and all(r.status == "failed" for r in outcome.rows)
+            cl.set_terminated(outcome.parent_run_id, status="FAILED" if outcome.error or every_failed else "FINISHED")
         save_state(self.dir, self.state)
 
 
@@ -451,21 +553,100 @@ def _tune_distribution(dist: dict):
     return tune.randint(int(lo), int(hi) + 1)
 
 
+INTERRUPTING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _install_interrupt() -> None:
+    """(Re)install the handlers; ray.init replaces SIGTERM's with its own sys.exit."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in INTERRUPTING:
+            signal.signal(sig, _interrupt)
+
+
+@contextlib.contextmanager
+def _signals_as_interrupt():
+    """SIGTERM (kill, batch schedulers) and SIGHUP (a closed terminal) stop the sweep the way
+    Ctrl-C does: as KeyboardInterrupt in the main thread. Handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.getsignal(sig) for sig in INTERRUPTING}
+    _install_interrupt()
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _signals_ignored():
+    """While Ray shuts down, further SIGINT/SIGTERM/SIGHUP are noted, not acted on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved = {sig: signal.getsignal(sig) for sig in sigs}
+    for sig in sigs:
+        signal.signal(sig, lambda signum, frame: print("gatesweep: stopping Ray, please wait", file=sys.stderr, flush=True))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _trial_key(trial) -> str:
+    """The key a Tune trial is known by on both sides: its config hash (grid) or Tune trial id (Optuna)."""
+    cfg = getattr(trial, "config", None) or {}
+    if "space" in cfg:  # an Optuna trial: one run per Tune trial, tagged with the Tune trial id
+        return trial.trial_id
+    return (cfg.get("trial") or {}).get("config_hash") or trial.trial_id
+
+
+def _recording_asha(stopped: dict):
+    """ASHAScheduler that also writes down each early stop it decides (trial key -> step), so the
+    driver knows which trials were stopped however their workers' last writes went."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    class RecordingASHA(ASHAScheduler):
+        def on_trial_result(self, tune_controller, trial, result):
+            action = super().on_trial_result(tune_controller, trial, result)
+            if action == TrialScheduler.STOP and not result.get("failed"):
+                stopped[_trial_key(trial)] = int(result.get("step", 0))
+            return action
+
+    return RecordingASHA
+
+
+def _failure_aware(searcher_cls):
+    """A searcher that records a permanently failed trial (its result has failed=1) as failed
+    (Optuna's FAIL state), not as a value."""
+
+    class FailureAware(searcher_cls):
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            if result and result.get("failed"):
+                return super().on_trial_complete(trial_id, None, error=True)
+            return super().on_trial_complete(trial_id, result, error)
+
+    return FailureAware
+
+
 class _Progress:
     """Tune callback printing one line per event: start, evaluation, completion, error."""
 
-    def __new__(cls, log, rows):
+    def __new__(cls, log, errors):
         from ray.tune import Callback
 
         class Progress(Callback):
-            def __init__(self):
-                self.running, self.done, self.failed = set(), 0, 0
-
             def _name(self, trial):
                 return getattr(trial, "custom_trial_name", None) or str(trial)
 
             def on_trial_start(self, iteration, trials, trial, **info):
-                self.running.add(trial.trial_id)
                 log(f"  start   {self._name(trial)}  ({self._counts(trials)})")
 
             def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -480,12 +661,11 @@ class _Progress:
                 log(f"  eval    {self._name(trial)}  " + "  ".join(parts))
 
             def on_trial_complete(self, iteration, trials, trial, **info):
-                self.running.discard(trial.trial_id)
                 failed = (trial.last_result or {}).get("failed")
                 log(f"  {'failed' if failed else 'done':<7} {self._name(trial)}  ({self._counts(trials)})")
 
             def on_trial_error(self, iteration, trials, trial, **info):
-                self.running.discard(trial.trial_id)
+                errors[_trial_key(trial)] = _first_line(trial)
                 log(f"  error   {self._name(trial)}: {_first_line(trial)}  ({self._counts(trials)})")
 
             def on_trial_recover(self, iteration, trials, trial, **info):

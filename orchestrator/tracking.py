@@ -124,6 +124,17 @@ def get_or_create_experiment(cl, name: str, uri: str) -> str:
         return exp.experiment_id
 
 
+def search_all(cl, experiment_ids: list[str], filter_string: str = "", page: int = 5000) -> list:
+    """Every run matching the filter, all pages (search_runs returns one page at a time)."""
+    out, token = [], None
+    while True:
+        batch = cl.search_runs(experiment_ids, filter_string=filter_string, max_results=page, page_token=token)
+        out.extend(batch)
+        token = batch.token
+        if not token:
+            return out
+
+
 def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 

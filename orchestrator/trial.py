@@ -31,20 +31,12 @@ from .config import TrialConfig
 from .data import DataUnavailable, build_trial_data
 from .distributed import import_deepspeed, process_group
 from .evaluation import EvalResult, evaluate, probes_artifact
+from .outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG, TrialFailed, classify
 from .spikes import SpikeDetector
 from .tracking import RunLogger, git_state, package_versions, redact_uri
 
 FINAL_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "sink_ratio", "max_activation",
                  "gate_score_mean", "loss_spikes", "tokens_per_s")
-
-
-class TrialFailed(RuntimeError):
-    """A trial stopped for a reason worth reporting. `permanent`: retrying cannot help
-    (divergence, unreadable data), as opposed to a crash worth a retry."""
-
-    def __init__(self, reason: str, run_id: str | None = None, *, permanent: bool = False):
-        super().__init__(reason)
-        self.reason, self.run_id, self.permanent = reason, run_id, permanent
 
 
 @dataclass
@@ -193,25 +185,33 @@ class _Trainer:
 
     # ---- setup -----------------------------------------------------------------------
     def build(self) -> None:
+        """Data, model, optimizer and DeepSpeed engine. Each stage's failure is classified
+        (outcomes.classify): bad data and configs DeepSpeed refuses are permanent, not retried."""
         cfg = self.cfg
         seed_everything(cfg.train.seed)
-        try:
-            self.data = build_trial_data(cfg.data, cfg.train.seed)
-        except DataUnavailable as err:
-            raise TrialFailed(f"data: {err}", permanent=True) from None
-        self.model_cfg = cfg.model.replace(vocab_size=self.data.vocab_size)
-        torch.manual_seed(cfg.train.seed)
-        model = GatedTransformer(self.model_cfg)
-        optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.train))
-        self.ds_json = cfg.deepspeed.to_json(cfg.train, on_gpu=self.device.type == "cuda", world_size=self.world)
-        deepspeed = import_deepspeed()
-        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=self.ds_json)
-        _load_weights_only(self.engine)
-        self.model = self.engine.module
-        self.val_batches = self.data.val_batches(cfg.eval.batches, cfg.eval.batch_size)
+        with _stage("data"):
+            try:
+                self.data = build_trial_data(cfg.data, cfg.train.seed)
+            except DataUnavailable as err:
+                raise TrialFailed(f"data: {err}", kind="bad_data") from None
+        with _stage("model"):
+            self.model_cfg = cfg.model.replace(vocab_size=self.data.vocab_size)
+            torch.manual_seed(cfg.train.seed)
+            model = GatedTransformer(self.model_cfg)
+            optimizer = torch.optim.AdamW(param_groups(model, cfg.train.weight_decay), lr=cfg.train.lr, betas=tuple(cfg.train.betas))
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.train))
+        with _stage("deepspeed"):
+            self.ds_json = cfg.deepspeed.to_json(cfg.train, on_gpu=self.device.type == "cuda", world_size=self.world)
+            deepspeed = import_deepspeed()
+            self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=self.ds_json)
+            _load_weights_only(self.engine)
+            self.model = self.engine.module
+        with _stage("data"):
+            self.val_batches = self.data.val_batches(cfg.eval.batches, cfg.eval.batch_size)
 
     def open_run(self) -> None:
+        """Open (or reopen) the MLflow run before anything can fail, so that every failure,
+        building included, is recorded in the run with its reason."""
         if not self.is_main:
             return
         cfg, ctx = self.cfg, self.ctx
@@ -238,12 +238,18 @@ class _Trainer:
                                                          "experiment": ctx.experiment}))
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)
+        self.logger.set_tags({"gatesweep.tracking_uri": redact_uri(ctx.tracking_uri)})
+
+    def log_params(self) -> None:
+        """The full resolved config (known once the data fixed the vocabulary) and the engine's JSON."""
+        if self.logger is None:
+            return
         params = {**self.cfg.flatten(), **{f"model.{k}": v for k, v in self.model_cfg.flatten().items()}}
-        params.pop("tracking.uri", None)  # may hold credentials; the tag below is redacted
+        params.pop("tracking.uri", None)  # may hold credentials; the tag is redacted
         params.update({"data.vocab_size": self.data.vocab_size, "world_size": self.world,
                        "model.num_params": self.model.num_params(), "model.gate_params": self.model.gate_params()})
         self.logger.log_params(params)
-        self.logger.set_tags({"gatesweep.tracking_uri": redact_uri(ctx.tracking_uri), "gatesweep.deepspeed": json.dumps(self.ds_json)})
+        self.logger.set_tags({"gatesweep.deepspeed": json.dumps(self.ds_json)})
 
     def maybe_resume(self) -> None:
         tag = latest_checkpoint(self.ctx.run_dir) if self.ctx.resume else None
@@ -274,7 +280,7 @@ class _Trainer:
             loss = F.cross_entropy(logits.float().flatten(0, 1), seq[:, 1:].flatten()) + self.model.aux_loss()
             value = loss.item()
             if not math.isfinite(value):
-                raise TrialFailed(f"loss is {value} at step {step + 1} (micro-batch {micro}); training diverged", permanent=True)
+                raise TrialFailed(f"loss is {value} at step {step + 1} (micro-batch {micro}); training diverged", kind="diverged")
             self.engine.backward(loss)
             self.engine.step()
             losses.append(value)
@@ -339,14 +345,18 @@ class _Trainer:
             final = self.step == train.steps
             is_eval = final or (train.eval_every and self.step % train.eval_every == 0)
             is_ckpt = final or (train.checkpoint_every and self.step % train.checkpoint_every == 0)
-            if is_ckpt:
-                self.save_checkpoint()
             if is_eval:
                 last_eval = self.evaluate()
-                if self.ctx.report is not None and not final:  # the final result is reported by the caller
-                    warnings = self.logger.pop_warnings() if self.logger is not None else []
-                    self.ctx.report({"step": self.step, **last_eval.metrics, **({"warnings": warnings} if warnings else {})},
-                                    checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
+            if is_ckpt:  # after the evaluation: COMPLETE is written once this step's metrics are all stored
+                self.save_checkpoint()
+            if is_eval and self.ctx.report is not None and not final:  # the final result is reported by the caller
+                # every point the scheduler is about to judge is in the store first, so a trial
+                # that ASHA stops at this report keeps all it logged, whatever happens next
+                if self.logger is not None:
+                    self.logger.flush(wait=60)
+                warnings = self.logger.pop_warnings() if self.logger is not None else []
+                self.ctx.report({"step": self.step, **last_eval.metrics, **({"warnings": warnings} if warnings else {})},
+                                checkpoint_dir(self.ctx.run_dir) if is_ckpt else None)
         if last_eval is None:  # resumed a finished trial: evaluate the loaded weights once more
             last_eval = self.evaluate()
         final_metrics = dict(last_eval.metrics)
@@ -397,7 +407,7 @@ class _Trainer:
         except (OSError, RuntimeError) as err:  # disk full, quota, unwritable: say so, leave nothing that looks whole
             shutil.rmtree(ckpt / tag, ignore_errors=True)
             raise TrialFailed(f"checkpoint {tag} could not be written to {ckpt} ({type(err).__name__}: "
-                              f"{str(err).strip().splitlines()[-1][:200]}); {_disk_report(ckpt)}", permanent=True) from None
+                              f"{str(err).strip().splitlines()[-1][:200]}); {_disk_report(ckpt)}", kind="disk") from None
         if self.is_main:
             # every point up to this step reaches the store before the checkpoint counts as
             # whole, so a trial resumed from it has no gap in its curves
@@ -422,7 +432,7 @@ class _Trainer:
             self._write_artifacts(last)
         except OSError as err:
             raise TrialFailed(f"artifacts could not be written to {self.ctx.run_dir}: {err} "
-                              "(training finished and its metrics are logged)", permanent=True) from None
+                              "(training finished and its metrics are logged)", kind="disk") from None
 
     def _write_artifacts(self, last: EvalResult) -> None:
         out = self.ctx.run_dir / "artifacts"
@@ -455,45 +465,65 @@ class _Trainer:
 
 
 def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
-    """Train and evaluate one trial; raise TrialFailed (after recording it) when it cannot finish."""
+    """Train and evaluate one trial; raise TrialFailed (after recording it) when it cannot finish.
+
+    The MLflow run is opened before anything else can fail, so every ending (outcomes.py) is
+    recorded in it: status, `gatesweep.outcome`, and the reason."""
     ctx.run_dir = Path(ctx.run_dir).resolve()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     threads = cfg.train.threads or ctx.num_threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(max(1, threads))
     with process_group() as (rank, world), torch.enable_grad():
         trainer = _Trainer(cfg, ctx, rank, world)
+        trainer.open_run()
         try:
             trainer.build()
-            trainer.open_run()
+            trainer.log_params()
             result = trainer.run()
         except SystemExit:  # Ray Tune stops a trial (e.g. ASHA) by raising SystemExit in report()
-            _record_end(trainer, "KILLED", {"gatesweep.stopped_early": f"stopped by the scheduler at step {trainer.step}"})
+            _record_end(trainer, "stopped", f"stopped by the scheduler at step {trainer.step}")
             raise
         except KeyboardInterrupt:
-            _record_end(trainer, "KILLED", {"gatesweep.failure_reason": "interrupted"})
+            _record_end(trainer, "interrupted", "interrupted")
             raise
         except BaseException as err:
-            reason = err.reason if isinstance(err, TrialFailed) else f"{type(err).__name__}: {err}"
-            _record_end(trainer, "FAILED", {"gatesweep.failure_reason": reason[:4000]},
+            failed = classify(err, "train")
+            failed.run_id = trainer.run_id
+            _record_end(trainer, failed.kind, failed.reason,
                         None if isinstance(err, TrialFailed) else "".join(traceback.format_exception(err)))
-            if isinstance(err, TrialFailed):
-                err.run_id = trainer.run_id
+            if failed is err:
                 raise
-            raise TrialFailed(reason, trainer.run_id) from err
+            raise failed from err
         if trainer.logger is not None:
-            trainer.logger.set_tags({"gatesweep.status": "finished"})
+            trainer.logger.set_tags({OUTCOME_TAG: "finished"})
             trainer.logger.finish("FINISHED")
         return result
 
 
-def _record_end(trainer: _Trainer, status: str, tags: dict, traceback_text: str | None = None) -> None:
-    """Record why a trial ended early; never raises (the original error matters more)."""
+class _stage:
+    """`with _stage("data"):` turns any exception into the classified TrialFailed of that stage."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, tp, err, tb):
+        if err is None or not isinstance(err, Exception) or isinstance(err, TrialFailed):
+            return False
+        raise classify(err, self.name) from err
+
+
+def _record_end(trainer: _Trainer, outcome: str, reason: str, traceback_text: str | None = None) -> None:
+    """Record how a trial ended early; never raises (the original error matters more)."""
     if trainer.logger is None:
         return
+    tags = {OUTCOME_TAG: outcome, (STOPPED_TAG if outcome == "stopped" else REASON_TAG): reason[:4000]}
     try:
         trainer.logger.set_tags(tags)
         if traceback_text:
             trainer.logger.log_text(traceback_text, "failure_traceback.txt")
-        trainer.logger.finish(status, wait=30)
+        trainer.logger.finish(STATUS[outcome], wait=30)
     except Exception:
         pass

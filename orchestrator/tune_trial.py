@@ -4,9 +4,10 @@ It receives a small payload (trial config as a dict, its MLflow run id and check
 turns it into a typed `TrialConfig` on its first line, and calls `run_trial`. A retry calls it
 again with the same payload, so it continues the same MLflow run from the newest checkpoint.
 
-Failures are split in two: a trial that diverged or cannot read its data fails for good (it is
-recorded in MLflow and the function returns, so Tune does not retry it); anything else (a
-crashed or killed worker, a lost node) raises, and Tune retries it up to the sweep's `retries`.
+Failures follow `outcomes.py`: a permanent failure (diverged, bad data or config, out of memory)
+is recorded in MLflow and the function returns a NaN result for the scheduler's and searcher's
+metrics (`judged_by`), so Tune neither retries it nor stops the sweep; a crash raises, and Tune
+retries it up to the sweep's `retries`.
 With `workers_per_trial > 1` the trial runs across Ray Train workers (a TorchTrainer built here,
 the Ray Train V2 pattern); Ray has made the process group, DeepSpeed joins it, rank 0 logs.
 """
@@ -59,21 +60,38 @@ def _context(payload: dict, report, num_threads: int | None):
     )
 
 
+def _failure_report(payload: dict, step: int) -> dict:
+    """What a permanently failed trial reports: the scheduler's and searcher's metrics as NaN,
+    so Ray Tune's metric check passes, ASHA ignores the trial and Optuna records it as failed."""
+    return {**{m: float("nan") for m in payload.get("judged_by", ())}, "failed": 1.0, "step": step}
+
+
 def trainable(config: dict) -> None:
     from ray import tune
 
     from .config import TrialConfig
-    from .trial import TrialFailed, run_trial
+    from .outcomes import TrialFailed
+    from .trial import run_trial
 
     payload = _payload_config(config)
-    cfg = TrialConfig.from_dict(payload["config"])
     import ray
 
     payload.setdefault("tags", {})["gatesweep.node_id"] = ray.get_runtime_context().get_node_id()
+    try:
+        cfg = TrialConfig.from_dict(payload["config"])
+    except ValueError as err:  # an Optuna sample outside the field's domain: recorded, not retried
+        if payload.get("run_id") is None:
+            payload = _attach_run(payload, None, tune.get_context().get_trial_id())
+        _record_config_failure(payload, err)
+        tune.report(_failure_report(payload, 0))
+        return
     if payload.get("run_id") is None:  # Optuna trials: one run per Tune trial, found again on retry
         payload = _attach_run(payload, cfg, tune.get_context().get_trial_id())
     if payload["workers"] > 1:
         metrics = _run_distributed(payload)
+        if metrics.pop("failed", 0.0):
+            tune.report(_failure_report(payload, 0))
+            return
         tune.report({"step": cfg.train.steps, **metrics, "failed": 0.0})
         return
 
@@ -85,10 +103,19 @@ def trainable(config: dict) -> None:
         result = run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))
     except TrialFailed as err:
         if err.permanent:  # recorded in MLflow; a retry would fail the same way
-            tune.report({"failed": 1.0, "step": 0})
+            tune.report(_failure_report(payload, 0))
             return
         raise
     tune.report({**_scalar_metrics(result.metrics), "step": result.steps, "failed": 0.0})
+
+
+def _record_config_failure(payload: dict, err: Exception) -> None:
+    from .outcomes import OUTCOME_TAG, REASON_TAG
+    from .tracking import RunLogger
+
+    logger = RunLogger(os.environ.get(TRACKING_ENV) or payload["tracking_uri"], payload["run_id"], quiet=True)
+    logger.set_tags({OUTCOME_TAG: "bad_config", REASON_TAG: f"config: {err}"[:4000]})
+    logger.finish("FAILED", wait=30)
 
 
 def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
@@ -104,7 +131,7 @@ def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
     if found:
         run_id = found[0].info.run_id
     else:
-        tags = {"gatesweep.sweep": payload["sweep"], "gatesweep.config_hash": cfg.config_hash(),
+        tags = {"gatesweep.sweep": payload["sweep"], "gatesweep.config_hash": cfg.config_hash() if cfg else "",
                 "gatesweep.tune_trial_id": trial_id, "gatesweep.trial_name": name}
         run_id = RunLogger.create(uri, payload["experiment"], run_name=name, tags=tags, parent_run_id=payload["parent_run_id"]).run_id
     run_dir = str(Path(payload["run_dir"]) / trial_id)
@@ -114,7 +141,8 @@ def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
 def _worker_loop(payload: dict) -> None:
     """Runs in each Ray Train worker; the process group already exists."""
     from .config import TrialConfig
-    from .trial import TrialFailed, run_trial
+    from .outcomes import TrialFailed
+    from .trial import run_trial
 
     cfg = TrialConfig.from_dict(payload["config"])
     try:
@@ -141,4 +169,4 @@ def _run_distributed(payload: dict) -> dict:
     trainer.fit()
     uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
     run = client(uri).get_run(payload["run_id"])
-    return _scalar_metrics(run.data.metrics)
+    return {**_scalar_metrics(run.data.metrics), "failed": float(run.info.status == "FAILED")}

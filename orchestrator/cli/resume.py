@@ -18,6 +18,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("resume", help="continue an interrupted sweep", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep", help="sweep name (as in its file) or the sweep file")
+    p.add_argument("--force", action="store_true",
+                   help="adopt an edited sweep file (only when the edit keeps every launched trial as it was: "
+                        "added cells, resources, retries, description)")
     add_launch_options(p)
     return p
 
@@ -28,8 +31,9 @@ def run(args) -> int:
     from .sweepfile import load_and_expand
 
     target = Path(args.sweep)
-    if target.is_file():
-        spec, _ = load_and_expand(target)
+    given = target if target.is_file() else None
+    if given is not None:
+        spec, _ = load_and_expand(given)
         name = spec.name
     else:
         name = args.sweep
@@ -37,8 +41,47 @@ def run(args) -> int:
     state = load_state(state_dir)
     if not state:
         raise UserError(f"no sweep named {name!r} in {state_dir.parent} (was it launched with another --runs-dir?)")
-    source = Path(state["sweep_file"])
-    spec, expansion = load_and_expand(target if target.is_file() else source)
+    stored = Path(state.get("sweep_file") or state_dir / "sweep.yaml")
+    if not stored.is_file() and given is None:
+        raise UserError(f"{stored}: the stored copy of sweep {name!r} is missing; resume with the sweep file instead")
+    stored_spec, stored_exp = load_and_expand(stored) if stored.is_file() else (None, None)
+    if given is not None and stored_spec is not None:
+        spec, expansion = load_and_expand(given)
+        changes = spec_changes(stored_spec, spec)
+        if changes and not args.force:
+            raise UserError(f"{given} differs from the copy sweep {name!r} was launched with ({stored}): {changes}; "
+                            "pass --force to adopt the edit, or `gatesweep resume NAME` to continue as launched")
+        if changes:
+            lost = {t.config_hash for t in stored_exp.trials} - {t.config_hash for t in expansion.trials}
+            if lost:
+                example = next(t.name for t in stored_exp.trials if t.config_hash in lost)
+                raise UserError(f"{given}: the edit changes or removes {len(lost)} launched trial(s) (e.g. {example}), so their "
+                                "results would no longer belong to this sweep; launch it as a new sweep (another `name`)")
+            print(f"adopting the edited sweep file ({changes})", flush=True)
+        source = given
+    elif given is not None:
+        spec, expansion, source = *load_and_expand(given), given
+    else:
+        spec, expansion, source = stored_spec, stored_exp, stored
+        origin = Path(state["source"]) if isinstance(state.get("source"), str) else None
+        if origin is not None and origin.is_file() and origin.resolve() != stored.resolve():
+            try:
+                changes = spec_changes(stored_spec, load_and_expand(origin)[0])
+            except UserError:
+                changes = "it no longer validates"
+            if changes:
+                print(f"note: {origin} changed since launch ({changes}); continuing with the stored copy "
+                      f"(`gatesweep resume {origin} --force` adopts the edit)", flush=True)
     if spec.name != name:
         raise UserError(f"{target}: the file defines sweep {spec.name!r}, not {name!r}")
-    return launch(spec, expansion, source if source.exists() else target, args, resume=True, rerun=False)
+    return launch(spec, expansion, source, args, resume=True, rerun=False)
+
+
+def spec_changes(old, new, limit: int = 4) -> str:
+    """The dotted fields whose values differ between two sweep specs, e.g. 'train.steps: 100 -> 200'."""
+    from gatedmodels.configbase import flatten_dict
+
+    a, b = flatten_dict(old.to_dict()), flatten_dict(new.to_dict())
+    diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    return "; ".join(diffs[:limit]) + more

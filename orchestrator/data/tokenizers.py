@@ -149,4 +149,9 @@ def build_tokenizer(spec: str, train_texts: list[str]) -> Tokenizer:
         return train_bpe(train_texts, int(spec[4:]))
     from tokenizers import Tokenizer as HFTokenizer
 
-    return _wrap(spec, HFTokenizer.from_file(str(Path(spec).expanduser())))
+    path = Path(spec).expanduser()
+    try:
+        hf = HFTokenizer.from_file(str(path))
+    except Exception as err:  # the Rust library raises a bare Exception for a corrupt file
+        raise DataUnavailable(f"tokenizer {path} cannot be loaded ({str(err).strip()[:200]})") from None
+    return _wrap(spec, hf)

@@ -4,6 +4,7 @@ multi-worker trials and a two-node cluster. Every Ray process a test starts is s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -194,9 +195,20 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
         time.sleep(0.5)
     assert first_done is not None, (tmp_path / "driver.log").read_text()
     state = yaml.safe_load((tmp_path / "runs/sweeps/resume/state.json").read_text())
+    # Freeze the driver and its Ray first, then kill the driver: its orphaned worker can then not
+    # go on training (on a busy machine it used to finish its trial before Ray noticed the dead
+    # driver, leaving nothing to resume), and `resume` must still stop the stale Ray by pid.
+    frozen = [driver.pid] + [p.pid for p in ray_processes(state["ray_session_dir"], state.get("ray_node_id"))]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=30)
     before = len(steps(c, first_done.info.run_id))
+    unfinished = {r.info.run_id for r in children(c, "resume") if r.info.status != "FINISHED"}
+    with_ckpt = {json.loads(p.read_text())["run_id"] for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/run.json")
+                 if list(p.parent.glob("checkpoints/step*/COMPLETE"))}
+    to_resume = unfinished & with_ckpt
+    assert to_resume, "the kill left an unfinished trial with a whole checkpoint"
     out = cli("resume", "resume", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 already finished" in out.stdout or "already finished" in out.stdout
@@ -207,7 +219,9 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
     for r in kids:
         s = steps(c, r.info.run_id)
         assert s == list(range(10, 201, 10)), (r.info.run_name, s)
-    assert any("gatesweep.resumed_from_step" in r.data.tags for r in kids)
+    for r in kids:
+        if r.info.run_id in to_resume:
+            assert int(r.data.tags.get("gatesweep.resumed_from_step", 0)) >= 20, r.info.run_name
     assert not ray_processes(state["ray_session_dir"], state.get("ray_node_id")), "the killed driver's Ray was stopped"
 
 
