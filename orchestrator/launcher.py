@@ -310,6 +310,23 @@ class Launcher:
         return sorted(set(out))
 
     # ---- Ray side --------------------------------------------------------------------
+    def check_cluster_resources(self) -> None:
+        """UserError when no node of the cluster can hold one worker of a trial, or the whole
+        cluster cannot hold one trial (Tune would wait for them forever)."""
+        import ray
+
+        res = self.spec.resources
+        need = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker}
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        total = {k: sum(n.get(k, 0.0) for n in nodes) for k in need}
+        fits_one_worker = any(all(n.get(k, 0.0) >= v for k, v in need.items() if v) for n in nodes)
+        fits_trial = all(total[k] >= v * res.workers_per_trial for k, v in need.items() if v)
+        if not (fits_one_worker and fits_trial):
+            have = f"{len(nodes)} node(s): " + "; ".join(
+                f"node {i}: {n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for i, n in enumerate(nodes[:8]))
+            raise UserError(f"resources: a trial needs {res.workers_per_trial} worker(s) of {res.cpus_per_worker:g} CPU and "
+                            f"{res.gpus_per_worker:g} GPU each; the cluster at {self.address} has {have}")
+
     def start_ray(self) -> None:
         # Tune's own console output (boxes, TensorBoard hints) would drown the progress lines
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -324,6 +341,8 @@ class Launcher:
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray
 
+        if ray.is_initialized():  # connected already (to check a cluster's resources)
+            return
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
         env[TRACKING_ENV] = self.uri
         # a stopped trial (ASHA) records why and flushes its metrics before its actor is reused
@@ -421,6 +440,13 @@ class Launcher:
             try:
                 if self.resume:
                     kill_stale_ray(self.state, self.log)
+                if self.address:  # a cluster that cannot fit one trial is refused before any run is written
+                    try:
+                        self.start_ray()
+                        self.check_cluster_resources()
+                    except BaseException:
+                        self.stop_ray()
+                        raise
                 parent = self.open_parent()
                 payloads = self.prepare_trials(parent)
             except KeyboardInterrupt:

@@ -295,3 +295,52 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
         trial_mod.run_trial(cfg, trial_mod.TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
     assert (tmp_path / "r/checkpoints/step20/COMPLETE").exists()
     assert seen["val_loss"] == [20], "the step's evaluation was in the store when COMPLETE was written"
+
+
+# ---- resources the cluster cannot meet ----------------------------------------------------------
+def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
+    import tempfile
+
+    from orchestrator.launcher import kill_processes, ray_processes
+
+    temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
+    port = 6900 + os.getpid() % 500
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    try:
+        subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
+                        "--num-gpus", "0", "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
+                       check=True, env=env, capture_output=True, timeout=120)
+        f = write(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
+        out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path, timeout=180)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "resources: a trial needs 1 worker(s) of 1 CPU and 1 GPU each" in out.stderr and "1 CPU, 0 GPU" in out.stderr
+        assert "Traceback" not in out.stderr
+        assert not (tmp_path / "mlflow.db").exists() or not children(store(tmp_path), "nofit")
+    finally:
+        kill_processes(ray_processes(temp))
+
+
+def test_out_of_memory_is_recorded_as_such(tmp_path):
+    """A model larger than the process may allocate (an 8 GiB address-space limit) fails as
+    out_of_memory, with the allocator's message, in its MLflow run (permanent: not retried)."""
+    import resource
+
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump({
+        "model": {"size": "tiny", "d_model": 8192, "n_layers": 4, "ffn_dim": 32768, "n_heads": 4, "n_kv_heads": 2, "head_dim": 2048},
+        "data": {"seq_len": 16}, "train": {"steps": 2, "batch_size": 2, "eval_every": 0},
+        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4}}))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "train", "big.yaml", "--quiet"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "trial failed: out of memory in model" in out.stderr and "Traceback" not in out.stderr
+    c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = c.search_runs([c.get_experiment_by_name("gatesweep").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["gatesweep.outcome"] == "out_of_memory"
+    assert "allocate" in run.data.tags["gatesweep.failure_reason"]
