@@ -10,6 +10,11 @@ gives all of them:
   exists is valid; cross-field rules live in `problems()`.
 - `to_dict()` / `flatten()` for YAML files and MLflow params (dotted keys).
 - `field_docs()`: the docstring written under each field, used for JSON Schema and help text.
+- bounds: every number must be finite, every integer field is bounded (by default to a signed
+  64-bit integer; `LIMITS` narrows it, or bounds a float), every string is free of NUL characters
+  and at most `MAX_STR` characters long, and every mapping key of a `dict[str, ...]` field is a
+  string. One mechanism for all configs, so a value that would overflow, or fail much later in a
+  library, is refused while loading, naming its field.
 
 Torch-free on purpose: the orchestrator validates sweep files without importing torch.
 """
@@ -21,11 +26,21 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import math
+import re
 import textwrap
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, get_origin
+
+INT64 = (-(2**63), 2**63 - 1)
+"""Default bounds of an integer field (what numpy, torch and the stores hold)."""
+MAX_STR = 8000
+"""Longest string value (MLflow's limit for a tag value)."""
+MAX_ISSUES = 100
+"""Issues rendered by one ConfigError; the rest are counted."""
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,9 @@ class Issue:
         return Issue(f"{prefix}.{self.path}" if self.path else prefix, self.message)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        path = self.path if len(self.path) <= 200 else self.path[:197] + "..."
+        message = self.message if len(self.message) <= 4000 else self.message[:3997] + "..."
+        return f"{path}: {message}" if path else message
 
 
 class ConfigError(ValueError):
@@ -57,7 +74,9 @@ class ConfigError(ValueError):
         if len(self.issues) == 1:
             return f"{head}{self.issues[0]}"
         lines = [f"{head}{len(self.issues)} problems"]
-        lines += [f"  - {issue}" for issue in self.issues]
+        lines += [f"  - {issue}" for issue in self.issues[:MAX_ISSUES]]
+        if len(self.issues) > MAX_ISSUES:
+            lines.append(f"  ... and {len(self.issues) - MAX_ISSUES} more")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -73,9 +92,35 @@ class ConfigError(ValueError):
 def show(value: Any) -> str:
     """A short, YAML-like rendering of a user value for error messages."""
     if isinstance(value, str):
-        return repr(value)
+        return repr(value) if len(value) <= 200 else f"{value[:100]!r}... ({len(value):,} characters)"
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 20:  # repr of a huge value is slow
+        return f"a {type(value).__name__} of {len(value):,} items"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _close_match(value: Any, names: list[str]) -> str:
+    """` (did you mean 'x'?)` for a short string close to one of `names`, else ''."""
+    if not isinstance(value, str) or len(value) > 100:
+        return ""
+    close = difflib.get_close_matches(value, names, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def describe_range(low: float | None, high: float | None) -> str:
+    """`2..1,048,576`, `>= 0` or `<= 64`, for messages."""
+    def fmt(x: float) -> str:
+        if isinstance(x, int) and x >= 2**31 and (x + 1) & x == 0:
+            return f"2**{(x + 1).bit_length() - 1}-1"
+        if isinstance(x, int) and x <= -(2**31) and (-x) & (-x - 1) == 0:
+            return f"-2**{(-x).bit_length() - 1}"
+        if isinstance(x, int):
+            return f"{x:,}" if abs(x) >= 10_000 else str(x)
+        return f"{x:g}"
+
+    if low is not None and high is not None:
+        return f"{fmt(low)}..{fmt(high)}"
+    return f">= {fmt(low)}" if low is not None else f"<= {fmt(high)}"
 
 
 def _type_name(tp: Any) -> str:
@@ -111,13 +156,13 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
     """
     origin = get_origin(tp)
     if tp is Any:
+        _check_finite(value, path, issues)
         return value
     if origin is Literal:
         allowed = get_args(tp)
         if value in allowed and type(value) is type(allowed[allowed.index(value)]):
             return value
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = _close_match(value, [str(a) for a in allowed])
         issues.append(Issue(path, f"got {show(value)}; allowed: {', '.join(map(str, allowed))}{hint}"))
         return value
     if origin in (typing.Union, types.UnionType):
@@ -148,6 +193,9 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
             issues.append(Issue(path, f"got {show(value)}; expected a mapping"))
             return value
         key_tp, val_tp = get_args(tp) or (Any, Any)
+        for k in value:
+            if key_tp is str and not isinstance(k, str):
+                issues.append(Issue(path, f"has the key {show(k)} ({type(k).__name__}); keys must be strings (quote it)"))
         return {k: coerce(val_tp, v, f"{path}.{k}", issues) for k, v in value.items()}
     if isinstance(tp, type) and issubclass(tp, Config):
         if isinstance(value, tp):
@@ -165,16 +213,25 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
             return value
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
             return int(value)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            issues.append(Issue(path, f"got {show(value)}; expected an integer (a float this large is not exact: write the digits)"))
+            return value
+        if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+            issues.append(Issue(path, f"got {show(value)}; expected an integer (YAML reads {value.strip()} as a string: write the digits)"))
+            return value
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
+        number = _number(value)
+        if number is not None:
+            if math.isfinite(number):
+                return number
+            issues.append(Issue(path, f"got {show(value)}; expected a finite number"))
+            return value
     elif tp is str:
         if isinstance(value, str):
+            if "\x00" in value:
+                issues.append(Issue(path, f"got {show(value)}; a string may not contain NUL characters"))
+            elif len(value) > MAX_STR:
+                issues.append(Issue(path, f"got a string of {len(value):,} characters; allowed: at most {MAX_STR:,}"))
             return value
     elif isinstance(value, tp):
         return value
@@ -182,14 +239,72 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
     return value
 
 
+def _number(value: Any) -> float | None:
+    """`value` as a float: an int, a float, or a numeric string such as "1e-3" (YAML 1.1 reads
+    exponents without a dot as strings); None for anything else (booleans included)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond the float range
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return None
+
+
+def _check_finite(value: Any, path: str, issues: list[Issue]) -> None:
+    """Refuse nan and +-inf anywhere inside a free-form value (lists and mappings included)."""
+    stack = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            issues.append(Issue(where, f"got {show(node)}; expected a finite number"))
+        elif isinstance(node, dict):
+            stack += [(v, f"{where}.{k}") for k, v in node.items()]
+        elif isinstance(node, (list, tuple)):
+            stack += [(v, f"{where}[{i}]") for i, v in enumerate(node)]
+
+
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _is_int_type(tp: Any) -> bool:
+    """int, int | None, or a list/tuple of int: the fields bounded by default."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_int_type(a) for a in get_args(tp) if a is not type(None))
+    if origin in (list, tuple):
+        return bool(get_args(tp)) and _is_int_type(get_args(tp)[0])
+    return tp is int
+
+
+@functools.cache
+def _limits(cls: type) -> dict[str, tuple[Any, Any]]:
+    """Every bounded path of `cls`: its integer fields (INT64 by default) and its `LIMITS`."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for f in dataclasses.fields(cls):
+        if _is_int_type(_hints(cls)[f.name]):
+            out[f.name] = INT64
+    out.update(cls.LIMITS)
+    return out
+
+
+def _get_path(config: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        config = getattr(config, part, None)
+    return config
+
+
 @dataclass(kw_only=True, frozen=True)
 class Config:
     """Base of every typed config. Subclasses are `@dataclass(kw_only=True)`."""
+
+    # Inclusive numeric ranges: field (or dotted path into a sub-config) -> (low, high), None for
+    # no bound; a list field bounds each item. Integer fields not listed are bounded to INT64.
+    # dict[str, tuple[low, high]]; unannotated on purpose: a class attribute, not a dataclass field.
+    LIMITS = {}
 
     def __post_init__(self) -> None:
         issues: list[Issue] = []
@@ -200,9 +315,25 @@ class Config:
             if out is not value:
                 object.__setattr__(self, f.name, out)
         if not issues:
-            issues = self.problems()
+            issues = self.limit_problems()
+            bounded = {i.path.split("[")[0] for i in issues}
+            issues += [i for i in self.problems() if i.path.split("[")[0] not in bounded]
         if issues:
             raise ConfigError(issues)
+
+    def limit_problems(self) -> list[Issue]:
+        """Values outside their field's range (`LIMITS`, INT64 for other integer fields)."""
+        out = []
+        for path, (low, high) in _limits(type(self)).items():
+            value = _get_path(self, path)
+            items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+            for i, v in items:
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                if (low is not None and v < low) or (high is not None and v > high):
+                    where = path if i is None else f"{path}[{i}]"
+                    out.append(Issue(where, f"got {show(v)}; allowed: {describe_range(low, high)}"))
+        return out
 
     def problems(self) -> list[Issue]:
         """Cross-field rules. Override; return issues with paths relative to this config."""
@@ -221,8 +352,7 @@ class Config:
         issues: list[Issue] = []
         for key in data:
             if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = _close_match(key, names)
                 allowed = ", ".join(names)
                 issues.append(Issue(_join(path, str(key)), f"unknown key{hint}; allowed: {allowed}"))
         for f in dataclasses.fields(cls):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .files import UserError
+from .netpolicy import TELEMETRY_ENV
 from .outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
 from .sweep import Expansion, ExpandedTrial, SweepSpec
 from .sweeplock import SweepLock
@@ -36,7 +37,8 @@ from .tune_trial import TRACKING_ENV
 
 SUMMARY = ("val_loss", "val_ppl", "first_token_attn", "sink_ratio", "gate_score_mean", "max_activation", "loss_spikes", "tokens_per_s")
 PASS_ENV = ("GATESWEEP_CACHE", "GATESWEEP_ONLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "DS_ACCELERATOR",
-            "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TORCH_EXTENSIONS_DIR")
+            "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TORCH_EXTENSIONS_DIR",
+            *TELEMETRY_ENV)
 
 
 @dataclass

@@ -5,12 +5,18 @@ A sweep file is a `SweepSpec`. Expansion takes the cartesian product of the `gri
 (fields that do not apply, such as the granularity of a `none` gate, are reset), validates each
 cell as a `TrialConfig`, and drops duplicates by config hash. Every problem of every cell is
 reported at once, before anything is launched.
+
+Beyond each trial's own validity, expansion checks what Ray Tune would otherwise reject only after
+the sweep's runs were written: the scheduler's settings against the trials' steps, the metric of
+the scheduler and of the search against what the trials report (`REPORTED_METRICS`), and every
+value an Optuna space can sample against the field it sets.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +25,74 @@ from typing import Any, Literal
 from gatedmodels import GateConfig, ModelConfig
 from gatedmodels.configbase import Config, ConfigError, Issue, deep_merge, field_type, set_dotted, show
 
-from .config import DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig
+from .config import (MAX_STEPS, DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig,
+                     resolve_paths, resolve_value, touches_paths)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "deepspeed": DeepSpeedConfig, "eval": EvalConfig}
+MAX_CELLS = 100_000
+"""Most cells a sweep's grid and zip groups may expand to (10,000 validate in a third of a second)."""
+MAX_PROBES = 200
+"""Values of an Optuna `choice` checked against their field."""
+
+# What a trial reports to Ray Tune, the metrics a scheduler (ASHA) or a search (Optuna) can compare.
+# Ray checks every reported result for the scheduler's and the search's metric, so a metric must be
+# in all of them. One list, kept in step with the code that reports:
+# - at every evaluation and in the final result, by every trial (orchestrator/evaluation.py `evaluate`,
+#   reported by trial.py `Trainer.run` and tune_trial.py `trainable`):
+REPORTED_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "first_token_attn_uniform", "sink_ratio",
+                    "max_activation", "max_activation/peak", "max_activation/ratio", "value_norm_bos_ratio")
+# - the same, but only by gated models (`gate_statistics`: not by `none` or the G1 controls):
+GATE_METRICS = ("gate_score_mean", "gate_frac_below_1e-2", "gate_frac_below_1e-3")
+# - the same, but only on bigram-backcopy data (`BigramBackcopy.task_metrics`):
+BIGRAM_METRICS = ("bbc/trigger_loss", "bbc/copy_acc", "bbc/nontrigger_loss", "bbc/optimal_loss", "bbc/trigger_share")
+# - only in the final result (trial.py's final metrics, spikes.py's summary, the benchmarks of
+#   orchestrator/evals/suite.py when enabled): usable by a search whose trials evaluate only at the end.
+FINAL_METRICS = ("loss_spikes", "tokens_per_s", "train_time_s", "mmlu_acc", "mmlu_acc_macro")
+FINAL_PREFIXES = ("mmlu/", "ruler_avg/", "ruler/", "ppl/", "bpb/")
+"""mmlu/<subject>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
+
+
+def metric_problem(metric: str) -> str | None:
+    """Why `metric` is not a metric trials report, or None (whether each trial reports it: `_reports`)."""
+    if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
+        return None
+    return (f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS)}; or, reported "
+            f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}")
+
+
+def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str | None:
+    """Why a trial would not report `metric` in every result, or None."""
+    if metric in REPORTED_METRICS:
+        return None
+    if metric in GATE_METRICS:
+        gated = cfg.model.gate.position != "none" and cfg.model.gate.kind == "gate"
+        return None if gated else f"its model has no gate ({cfg.model.gate.label}), so it reports no {metric}"
+    if metric in BIGRAM_METRICS:
+        return None if cfg.data.source == "bigram-backcopy" else f"its data ({cfg.data.source}) is not bigram-backcopy"
+    train = cfg.train
+    if at_every_evaluation:
+        return f"{metric} is reported only when a trial ends, and the scheduler compares trials at each evaluation"
+    if 0 < train.eval_every < train.steps:
+        return (f"{metric} is reported only when a trial ends, and this trial also reports at every train.eval_every "
+                f"({train.eval_every}) steps; set train.eval_every: 0, or compare an evaluation metric such as val_loss")
+    ev = cfg.eval
+    if metric in ("mmlu_acc", "mmlu_acc_macro") or metric.startswith("mmlu/"):
+        subject = metric[len("mmlu/"):] if metric.startswith("mmlu/") else None
+        if not ev.mmlu.enabled:
+            return "it does not run MMLU (eval.mmlu.enabled)"
+        if subject is not None and ev.mmlu.subjects and subject not in ev.mmlu.subjects:
+            return f"its eval.mmlu.subjects do not include {subject!r}"
+    elif metric.startswith(("ruler_avg/", "ruler/")):
+        length = metric.rsplit("/", 1)[1]
+        if not ev.ruler.enabled or length not in {str(n) for n in ev.ruler.lengths}:
+            return f"it does not run RULER at length {length} (eval.ruler)"
+    elif metric.startswith(("ppl/", "bpb/")):
+        from .config import _set_name
+
+        if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
+            return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
+    return None
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -46,8 +116,13 @@ class SearchConfig(Config):
     """Optuna: dotted path -> distribution, one of {loguniform: [lo, hi]}, {uniform: [lo, hi]},
     {int: [lo, hi]}, {choice: [a, b, ...]}."""
 
+    LIMITS = {"num_samples": (None, 10_000), "seed": (0, 2**32 - 1)}  # Optuna's samplers take 32-bit seeds
+
     def problems(self) -> list[Issue]:
         out = []
+        problem = metric_problem(self.metric)
+        if problem:
+            out.append(Issue("metric", problem))
         if self.type == "optuna":
             if self.num_samples < 1:
                 out.append(Issue("num_samples", f"got {self.num_samples}; allowed: >= 1"))
@@ -67,7 +142,7 @@ def _distribution_problems(dist: dict) -> list[Issue]:
         return [] if isinstance(args, list) and args else [Issue(kind, f"got {show(args)}; expected a non-empty list")]
     bounds = numeric_bounds(args)
     if bounds is None:
-        return [Issue(kind, f"got {show(args)}; expected [low, high]")]
+        return [Issue(kind, f"got {show(args)}; expected [low, high], two finite numbers")]
     lo, hi = bounds
     if not lo < hi:
         return [Issue(kind, f"got [{lo}, {hi}]; low must be below high")]
@@ -79,7 +154,7 @@ def _distribution_problems(dist: dict) -> list[Issue]:
 
 
 def numeric_bounds(args: Any) -> tuple[float, float] | None:
-    """[low, high] as numbers; YAML 1.1 reads 1e-4 (no dot) as a string, so strings are parsed."""
+    """[low, high] as finite numbers; YAML 1.1 reads 1e-4 (no dot) as a string, so strings are parsed."""
     if not isinstance(args, list) or len(args) != 2:
         return None
     out = []
@@ -88,8 +163,10 @@ def numeric_bounds(args: Any) -> tuple[float, float] | None:
             return None
         try:
             out.append(float(a))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
+    if not all(math.isfinite(x) for x in out):
+        return None
     return out[0], out[1]
 
 
@@ -110,12 +187,17 @@ class SchedulerConfig(Config):
     reduction_factor: float = 3.0
     """ASHA's halving rate."""
 
+    LIMITS = {"grace_period": (1, MAX_STEPS), "max_t": (0, MAX_STEPS), "reduction_factor": (None, 1000)}
+
     def problems(self) -> list[Issue]:
         out = []
-        if self.grace_period < 1:
-            out.append(Issue("grace_period", f"got {self.grace_period}; allowed: >= 1"))
         if self.reduction_factor <= 1:
             out.append(Issue("reduction_factor", f"got {self.reduction_factor}; allowed: > 1"))
+        if 0 < self.max_t < self.grace_period:
+            out.append(Issue("max_t", f"got {self.max_t}; allowed: 0 (train.steps) or >= grace_period ({self.grace_period})"))
+        problem = metric_problem(self.metric)
+        if problem:
+            out.append(Issue("metric", problem))
         return out
 
 
@@ -132,16 +214,19 @@ class ResourcesConfig(Config):
     max_concurrent: int = 0
     """Trials running at once; 0: as many as the cluster's CPUs (and GPUs) allow."""
 
+    LIMITS = {"workers_per_trial": (1, 4096), "cpus_per_worker": (None, 1024), "gpus_per_worker": (0, 64),
+              "max_concurrent": (0, 10_000)}
+
     def problems(self) -> list[Issue]:
         out = []
-        if self.workers_per_trial < 1:
-            out.append(Issue("workers_per_trial", f"got {self.workers_per_trial}; allowed: >= 1"))
         if self.cpus_per_worker <= 0:
             out.append(Issue("cpus_per_worker", f"got {self.cpus_per_worker}; allowed: > 0"))
-        if self.gpus_per_worker < 0:
-            out.append(Issue("gpus_per_worker", f"got {self.gpus_per_worker}; allowed: >= 0"))
-        if self.max_concurrent < 0:
-            out.append(Issue("max_concurrent", f"got {self.max_concurrent}; allowed: >= 0"))
+        for name in ("cpus_per_worker", "gpus_per_worker"):
+            q = getattr(self, name)
+            if q > 1 and not float(q).is_integer():
+                out.append(Issue(name, f"got {q}; allowed: a share of one (0..1) or a whole number"))
+            elif abs(q * 10_000 - round(q * 10_000)) > 1e-6:  # Ray's resource unit
+                out.append(Issue(name, f"got {q}; allowed: multiples of 0.0001"))
         return out
 
 
@@ -172,12 +257,12 @@ class SweepSpec(Config):
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """MLflow experiment and tracking URI."""
 
+    LIMITS = {"retries": (0, 100)}
+
     def problems(self) -> list[Issue]:
         out = []
-        if not NAME_RE.match(self.name):
-            out.append(Issue("name", f"got {self.name!r}; allowed: 1-100 letters, digits, '.', '_', '-'"))
-        if self.retries < 0:
-            out.append(Issue("retries", f"got {self.retries}; allowed: >= 0"))
+        if not NAME_RE.fullmatch(self.name):
+            out.append(Issue("name", f"got {show(self.name)}; allowed: 1-100 letters, digits, '.', '_', '-'"))
         if "tracking" in self.base:
             out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
         else:
@@ -216,7 +301,91 @@ class SweepSpec(Config):
                 out.append(Issue(f"search.space.{path}", f"is also a grid/zip axis ({axes[path]}); search it or grid it, not both"))
         if self.search.type == "grid" and self.search.space:
             out.append(Issue("search.space", "is only used by search type 'optuna'"))
+        out += _overlapping_axes({**axes, **{p: f"search.space.{p}" for p in self.search.space}})
+        out += _exclude_value_problems(self)
+        cells = math.prod(len(v) for v in self.grid.values()) * math.prod(len(next(iter(g.values()), [])) for g in self.zip)
+        if cells > MAX_CELLS:
+            out.append(Issue("grid", f"expands to {cells:,} cells; allowed: at most {MAX_CELLS:,} (split the sweep into several files)"))
+        if not any(i.path.startswith(("base", "search")) for i in out):
+            out += _space_problems(self)
         return out
+
+
+def _overlapping_axes(axes: dict[str, str]) -> list[Issue]:
+    """An axis inside another (model.gate and model.gate.position) would set one field twice."""
+    out = []
+    for path, where in axes.items():
+        parts = path.split(".")
+        for n in range(1, len(parts)):
+            outer = ".".join(parts[:n])
+            if outer in axes:
+                out.append(Issue(where, f"lies inside the axis {outer} ({axes[outer]}); vary one or the other"))
+    return out
+
+
+def _exclude_value_problems(spec: "SweepSpec") -> list[Issue]:
+    """An exclude value that no cell has excludes nothing: most likely a typo."""
+    values = dict(spec.grid)
+    for group in spec.zip:
+        values.update(group)
+    out = []
+    for e, entry in enumerate(spec.exclude):
+        for path, value in entry.items():
+            if path in values and value not in values[path]:
+                out.append(Issue(f"exclude[{e}].{path}", f"got {show(value)}; not a value of the axis ({show(values[path])})"))
+    return out
+
+
+def _leaf_type(path: str) -> Any:
+    """The declared type of the field a valid dotted path names."""
+    parts = path.split(".")
+    tp: Any = SECTIONS[parts[0]]
+    for part in parts[1:]:
+        if tp is dict or not hasattr(tp, "__dataclass_fields__"):
+            return Any
+        tp = field_type(tp, part)
+    return tp
+
+
+def _space_problems(spec: "SweepSpec") -> list[Issue]:
+    """Every value an Optuna dimension can sample (its bounds, each choice) must be valid for the
+    field it sets: the base with that value is validated, and what it adds to the base's own
+    problems is reported (so an invalid gate in a `choice` or a negative lr range speaks now)."""
+    space = spec.search.space
+    if not space or not isinstance(spec.base, dict):
+        return []
+    base_issues = {str(i) for i in _trial_issues(spec.base)}
+    out = []
+    for path, dist in space.items():
+        if _path_problems(path) or _distribution_problems(dist):
+            continue
+        kind, args = next(iter(dist.items()))
+        if _leaf_type(path) is int and kind in ("uniform", "loguniform"):
+            out.append(Issue(f"search.space.{path}", f"{path} is an integer field; use {{int: [low, high]}}, not {kind}"))
+            continue
+        if kind == "choice":
+            probes = args[:MAX_PROBES]
+        else:
+            lo, hi = numeric_bounds(args)
+            probes = [int(lo), int(hi)] if kind == "int" else [lo, hi]
+        for value in probes:
+            data = copy.deepcopy(spec.base)
+            try:
+                set_dotted(data, path, value)
+            except ConfigError:
+                continue  # the base has a value where the path needs a section: reported with the base
+            for issue in _trial_issues(data):
+                if str(issue) not in base_issues:
+                    out.append(Issue(f"search.space.{path}", f"{kind} value {show(value)} is not valid: {issue}"))
+    return out
+
+
+def _trial_issues(data: dict) -> list[Issue]:
+    try:
+        TrialConfig.from_dict(data)
+    except ConfigError as err:
+        return err.issues
+    return []
 
 
 def _axis_overrides(issue_path: str, spec: "SweepSpec") -> bool:
@@ -295,7 +464,7 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     Each section (model, data, ...) of a cell depends only on the cell's axes inside that
     section, so sections are built and validated once per distinct combination: a 10,000-cell
     grid validates a handful of sections, not 10,000 trial configs from scratch."""
-    cells = _cells(spec)
+    cells = _cells(spec)  # SweepSpec bounds their number (MAX_CELLS)
     by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
     for path in list(spec.grid) + [p for group in spec.zip for p in group]:
         by_section[path.split(".")[0]].append(path)
@@ -344,7 +513,55 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
         t.axes = {path: _axis_value(t.config, path) for path in varying}
     zipped = {p for group in spec.zip for p in group}
     _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
+    issues = _launch_problems(spec, trials)
+    if issues:
+        raise ConfigError(issues, str(source) if source else None)
     return Expansion(trials, len(cells), excluded, duplicates, varying)
+
+
+def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue]:
+    """What Ray Tune would reject only once the sweep's runs are written: the scheduler's steps
+    against the trials' and a scheduler or search metric that some trial does not report."""
+    if not trials:
+        return []
+    out = []
+    sched = spec.scheduler
+    if sched is not None and sched.type == "asha":
+        steps = [(t.config.train.steps, t) for t in trials]
+        dist = spec.search.space.get("train.steps") if spec.search.type == "optuna" else None
+        shortest, first = min(steps, key=lambda st: st[0])
+        if dist is not None:  # Optuna may sample shorter trials
+            low = min(_space_values(dist))
+            if low < shortest:
+                shortest, first = low, None
+        where = f"trial {first.name}" if first is not None else "the search space's train.steps"
+        if sched.grace_period > shortest:
+            out.append(Issue("scheduler.grace_period", f"got {sched.grace_period}; allowed: <= train.steps of every trial "
+                                                       f"({int(shortest)}, {where})"))
+        lone = next((t for t in trials if not 0 < t.config.train.eval_every < t.config.train.steps), None)
+        if lone is not None:
+            out.append(Issue("scheduler", f"ASHA stops trials at their evaluations, but trial {lone.name} evaluates only at its "
+                                          f"end (train.eval_every {lone.config.train.eval_every}, train.steps "
+                                          f"{lone.config.train.steps}); set train.eval_every below train.steps, or drop the scheduler"))
+        out += _metric_problems("scheduler.metric", sched.metric, trials, at_every_evaluation=True)
+    if spec.search.type == "optuna":
+        out += _metric_problems("search.metric", spec.search.metric, trials, at_every_evaluation=False)
+    return out
+
+
+def _space_values(dist: dict) -> list[float]:
+    kind, args = next(iter(dist.items()))
+    values = args if kind == "choice" else list(numeric_bounds(args) or ())
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)] or [math.inf]
+
+
+def _metric_problems(where: str, metric: str, trials: list[ExpandedTrial], *, at_every_evaluation: bool) -> list[Issue]:
+    for t in trials:
+        reason = _reports(t.config, metric, at_every_evaluation=at_every_evaluation)
+        if reason:
+            return [Issue(where, f"got {show(metric)}, which trial {t.name} does not report ({reason}); every trial "
+                                 f"reports {', '.join(REPORTED_METRICS)}")]
+    return []
 
 
 def _build_section(name: str, base: Any, values: dict[str, Any]):
@@ -421,11 +638,38 @@ def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[st
             t.name = f"{t.name}-{t.config_hash[:6]}"
 
 
+def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
+    """Make the local paths of a raw sweep dict absolute against `folder` (the sweep file's),
+    in place: the base's, and those of grid, zip, exclude and Optuna `choice` values at a path
+    field (see `orchestrator.config.resolve_paths`). Ray runs trials in other directories."""
+    resolve_paths(data.get("base"), folder)
+
+    def each(value: Any, kind: type) -> list:
+        return [v for v in value if isinstance(v, kind)] if isinstance(value, list) else []
+
+    groups = ([data["grid"]] if isinstance(data.get("grid"), dict) else []) + each(data.get("zip"), dict)
+    for group in groups:
+        for axis, values in group.items():
+            if touches_paths(axis) and isinstance(values, list):
+                group[axis] = [resolve_value(axis, v, folder) for v in values]
+    for entry in each(data.get("exclude"), dict):
+        for axis, value in entry.items():
+            if touches_paths(axis):
+                entry[axis] = resolve_value(axis, value, folder)
+    search = data.get("search")
+    space = search.get("space") if isinstance(search, dict) else None
+    for axis, dist in space.items() if isinstance(space, dict) else ():
+        if touches_paths(axis) and isinstance(dist, dict) and isinstance(dist.get("choice"), list):
+            dist["choice"] = [resolve_value(axis, v, folder) for v in dist["choice"]]
+    return data
+
+
 def load_sweep(path: str | Path) -> SweepSpec:
-    """Load and strictly validate a sweep file (expansion is separate: `expand`)."""
+    """Load and strictly validate a sweep file (expansion is separate: `expand`); its local
+    paths are made absolute against its folder."""
     from .files import load_yaml
 
-    data = load_yaml(path)
+    data = resolve_sweep_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:
         return SweepSpec.from_dict(data)
     except ConfigError as err:

@@ -156,12 +156,15 @@ def _run_distributed(payload: dict) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from .distributed import BoundTorchConfig
+
     from .tracking import client
 
     gpus = payload["gpus"]
     trainer = TorchTrainer(
         train_loop_per_worker=_worker_loop,
         train_loop_config=payload,
+        torch_config=BoundTorchConfig(),  # rank 0's store listens on its node's address only
         scaling_config=ScalingConfig(num_workers=payload["workers"], use_gpu=gpus > 0,
                                      resources_per_worker={"CPU": payload["cpus"], **({"GPU": gpus} if gpus else {})}),
         run_config=RunConfig(name=f"{payload['name']}-train", storage_path=str(Path(payload["run_dir"]) / "ray_train")),

@@ -52,16 +52,13 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
     uri = resolve_uri(args, spec)
+    from ..preflight import preflight
+    preflight(uri, args.address, spec, expansion, source=source)  # nothing is written if a service is missing
     runs_root = writable_dir(args.runs_dir, "--runs-dir")
     launcher = Launcher(spec, expansion, source=source, runs_root=runs_root, tracking_uri=uri, address=args.address,
                         max_concurrent=args.max_concurrent, rerun=rerun, resume=resume,
                         log=lambda line: print(line, flush=True))
-    try:
-        outcome = launcher.run()
-    except RuntimeError as err:
-        if "still running" in str(err):
-            raise UserError(str(err)) from None
-        raise
+    outcome = launcher.run()
     print_outcome(outcome)
     from ..tracking import redact_uri
 
@@ -70,6 +67,8 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     if outcome.interrupted:
         print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)
         return 130
+    if outcome.error:
+        print(f"gatesweep: the sweep stopped early: {outcome.error}; `gatesweep resume {spec.name}` continues it", file=sys.stderr)
     return 1 if outcome.failed else 0
 
 
@@ -97,7 +96,8 @@ def print_outcome(outcome, file=None) -> None:
     print_table(summary_rows(outcome), file=file)
     for r in outcome.rows:
         if r.reason:
-            print(f"  {r.name}: {r.reason}", file=file)
+            kind = f" [{r.outcome}]" if r.outcome and r.outcome not in ("stopped", "interrupted") else ""
+            print(f"  {r.name}: {r.status}{kind}: {r.reason}", file=file)
     counts: dict[str, int] = {}
     for r in outcome.rows:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -1,7 +1,14 @@
-"""Loading sweep files for the CLI: strict loading, expansion, one clean error for any problem."""
+"""Loading sweep files for the CLI: strict loading, expansion, one clean error for any problem.
+
+Local paths in the file (data sources, tokenizer files, MMLU folders, perplexity sets) are made
+absolute against the file's folder, so every Ray trial finds them whatever its working directory;
+what a trial needs from this machine (readable data, the Hub when a source is `hf:`) is checked
+for every distinct data and evaluation section before anything is launched.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from gatedmodels.configbase import ConfigError
@@ -9,11 +16,14 @@ from gatedmodels.configbase import ConfigError
 from .common import UserError, load_yaml
 
 
-def load_and_expand(path: str | Path, *, smoke: bool = False):
-    """(spec, expansion) of a sweep file, or UserError listing every problem with the file name."""
-    from ..sweep import SweepSpec, apply_smoke, expand
+def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Path | None = None):
+    """(spec, expansion) of a sweep file, or UserError listing every problem with the file name.
+    Relative paths in it are relative to `base_dir`, by default `relative_to(path)`."""
+    from ..config import distinct_problems, environment_problems
+    from ..sweep import SweepSpec, apply_smoke, expand, resolve_sweep_paths
 
     data = load_yaml(path)
+    resolve_sweep_paths(data, Path(base_dir) if base_dir is not None else relative_to(Path(path)))
     try:
         spec = SweepSpec.from_dict(data)
     except ConfigError as err:
@@ -26,7 +36,26 @@ def load_and_expand(path: str | Path, *, smoke: bool = False):
         raise UserError(err.with_source(str(path)).render()) from None
     if not expansion.trials:
         raise UserError(f"{path}: the sweep has no trials left ({expansion.cells} cells, {expansion.excluded} excluded)")
+    issues = distinct_problems([t.config for t in expansion.trials], environment_problems)
+    if issues:
+        raise UserError(ConfigError(issues, str(path)).render())
     return spec, expansion
+
+
+def relative_to(path: Path) -> Path:
+    """The folder a sweep file's relative paths are relative to: its own; for the copy a launched
+    sweep keeps in its state folder (runs/sweeps/NAME/sweep.yaml beside state.json, which names
+    the launched file), the launched file's, so `gatesweep resume NAME` finds the same paths."""
+    path = path.expanduser().absolute()
+    state = path.parent / "state.json"
+    if path.name == "sweep.yaml" and state.is_file():
+        try:
+            source = json.loads(state.read_text()).get("source")
+        except (OSError, ValueError, AttributeError):
+            source = None
+        if isinstance(source, str) and source:
+            return Path(source).expanduser().absolute().parent
+    return path.parent
 
 
 def is_sweep_file(data: dict) -> bool:

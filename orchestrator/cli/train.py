@@ -1,7 +1,8 @@
 """`gatesweep train CONFIG.yaml`: one trial, no Ray. The file has the schema of a sweep's `base`.
 
-Its checkpoints live in RUNS_DIR/train-<config hash>/, with the MLflow run id beside them, so
-`--resume` continues the same run from its newest checkpoint, on the same data order.
+Local paths in the file are relative to the file's folder; in --set values, to the working
+directory. Its checkpoints live in RUNS_DIR/train-<config hash>/, with the MLflow run id beside
+them, so `--resume` continues the same run from its newest checkpoint, on the same data order.
 """
 
 from __future__ import annotations
@@ -33,33 +34,60 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def load_trial_config(path: str, overrides: list[str]):
+    """The validated trial config of a file and its --set overrides, its local paths absolute
+    (the file's against its folder, the overrides' against the working directory), checked
+    against this machine; UserError naming the file and field otherwise."""
     from gatedmodels.configbase import ConfigError
 
-    from ..config import TrialConfig, apply_overrides
+    from ..config import TrialConfig, apply_overrides, environment_problems, resolve_paths
 
-    data = load_yaml(path)
+    data = resolve_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:
-        apply_overrides(data, overrides)
-        return TrialConfig.from_dict(data)
+        apply_overrides(data, overrides, folder=Path.cwd())
+        cfg = TrialConfig.from_dict(data)
     except ConfigError as err:
         raise config_error(err, path) from None
+    issues = environment_problems(cfg)
+    if issues:
+        raise config_error(ConfigError(issues), path)
+    return cfg
+
+
+def _read_meta(path: Path, *, fresh: bool) -> dict:
+    """A previous trial's run.json; UserError if it is unreadable (unless --fresh discards it)."""
+    try:
+        meta = json.loads(path.read_text())
+        if isinstance(meta, dict):
+            return meta
+        problem = "not a JSON object"
+    except (OSError, ValueError) as err:
+        problem = str(err)
+    if fresh:
+        return {}
+    raise UserError(f"{path}: the previous trial's record cannot be read ({problem}); use --fresh to start a new run")
 
 
 def run(args) -> int:
     from gatedmodels.configbase import ConfigError
 
     cfg = load_trial_config(args.config, args.overrides)
+    from ..config import experiment_problem
+    from ..preflight import check_hub, check_tracking_uri
     from ..tracking import resolve_tracking_uri
 
+    if args.experiment is not None and experiment_problem(args.experiment):
+        raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
     try:
         uri = resolve_tracking_uri(args.tracking_uri or cfg.tracking.uri)
     except ConfigError as err:
         raise UserError(str(err)) from None
+    check_hub([cfg], source=args.config)  # before anything is written
+    check_tracking_uri(uri)
     run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"
     meta_path = run_dir / "run.json"
     run_id = None
     if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
+        meta = _read_meta(meta_path, fresh=args.fresh)
         if args.resume:
             run_id = meta.get("run_id")
         elif args.fresh:

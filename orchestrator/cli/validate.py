@@ -1,6 +1,10 @@
 """`gatesweep validate FILE...`: strict loading of sweep (or trial) files. Every unknown key, wrong
 type, invalid value and impossible combination is reported at once, with the file, the dotted
-path, what was given and what is allowed. Exit 0 when all are valid, 2 when not."""
+path, what was given and what is allowed: also numbers out of range (NaN, infinities, integers
+beyond their field), scheduler and search settings Ray Tune would reject, Optuna values outside
+their field, local paths that do not exist (relative to the file's folder), and files no YAML
+reader should build (too large, too deep, alias bombs, binary). Nothing is launched or written,
+no service is contacted. Exit 0 when all are valid, 2 when not."""
 
 from __future__ import annotations
 

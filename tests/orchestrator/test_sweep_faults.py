@@ -306,9 +306,9 @@ def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_r
     temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = 6900 + os.getpid() % 500
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-    ray_bin = str(Path(sys.executable).parent / "ray")
+    ray_bin = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
     try:
-        subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
+        subprocess.run([*ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
                         "--num-gpus", "0", "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
                        check=True, env=env, capture_output=True, timeout=120)
         f = write(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})

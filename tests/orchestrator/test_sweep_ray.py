@@ -262,13 +262,14 @@ def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behi
     temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = 6400 + os.getpid() % 500
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-    ray_bin = str(Path(sys.executable).parent / "ray")
+    # `ray start` through `import orchestrator`: no cloud-metadata probe from the head (netpolicy.py)
+    ray_bin = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
     try:
         # loopback aliases: Ray rewrites 127.0.0.1 to the machine's address, not 127.0.0.2/3
-        subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
+        subprocess.run([*ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
                         "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
                        check=True, env=env, capture_output=True, timeout=120)
-        subprocess.run([ray_bin, "start", "--address", f"127.0.0.2:{port}", "--node-ip-address", "127.0.0.3", "--num-cpus", "1",
+        subprocess.run([*ray_bin, "start", "--address", f"127.0.0.2:{port}", "--node-ip-address", "127.0.0.3", "--num-cpus", "1",
                         "--disable-usage-stats"], check=True, env=env, capture_output=True, timeout=120)
         f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]},
                   base={"train": {"steps": 60, "eval_every": 0}})

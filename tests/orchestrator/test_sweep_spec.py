@@ -165,3 +165,21 @@ def test_schema_command_is_valid_json_schema():
     jsonschema.Draft202012Validator.check_schema(schema)
     assert "model" in schema["properties"]["base"]["properties"]
     assert "SDPA output" in json.dumps(schema)
+
+
+@pytest.mark.parametrize("position", ["none", "G1"])
+def test_reported_metrics_are_what_an_evaluation_reports(position):
+    """The metric lists a scheduler and a search are checked against (orchestrator.sweep) are
+    exactly what `evaluate` returns, for an ungated and a gated model on bigram-backcopy."""
+    from gatedmodels import GatedTransformer, ModelConfig
+    from orchestrator.config import DataConfig, EvalConfig
+    from orchestrator.data import build_trial_data
+    from orchestrator.evaluation import evaluate
+    from orchestrator.sweep import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
+
+    data = build_trial_data(DataConfig(source="bigram-backcopy", seq_len=16, bigram={"table": "dirichlet", "vocab_size": 8, "n_triggers": 1}), 0)
+    model = GatedTransformer(ModelConfig.preset("tiny", vocab_size=data.vocab_size, gate={"position": position}))
+    metrics = evaluate(model, data, data.val_batches(1, 4), EvalConfig(batches=1, batch_size=4, probe_sequences=4)).metrics
+    reported = {k for k in metrics if "/layer_" not in k}  # per-layer values are not reported to Tune
+    expected = set(REPORTED_METRICS) | set(BIGRAM_METRICS) | (set(GATE_METRICS) if position != "none" else set())
+    assert reported == expected

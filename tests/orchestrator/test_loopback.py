@@ -1,0 +1,256 @@
+"""Loopback only (issue 12, item 5): a real sweep on a local Ray and a real `gatesweep train`, with
+every process they start watched while they run. Nothing may listen on a non-loopback address
+(0.0.0.0, :: and real interface addresses count as non-loopback) or connect to one, Ray's API
+server (whose usage-stats module probes 169.254.169.254 / metadata.google.internal even with
+usage stats disabled) must not run, and every process must carry the telemetry switches.
+
+The children get an environment without the switches, so what is checked is what gatesweep sets
+itself. A process's /proc/PID/environ is the environment it was started with, so the driver's
+own (set at `import orchestrator`) is checked by `test_import_sets_telemetry_defaults`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from orchestrator.launcher import kill_processes, ray_processes
+from orchestrator.netpolicy import TELEMETRY_ENV, is_loopback
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "bigram_g1.yaml"
+SWITCHES = {"RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true"}
+SWEEP = {
+    "name": "loopback",
+    "base": {
+        "model": {"size": "bigram-1l"},
+        "data": {"source": "bigram-backcopy", "seq_len": 32},
+        "train": {"steps": 20, "batch_size": 8, "warmup_steps": 2, "eval_every": 10, "log_every": 5, "checkpoint_every": 10},
+        "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+    },
+    "grid": {"model.gate.position": ["none", "G1"]},
+    "resources": {"cpus_per_worker": 1},
+    "tracking": {"experiment": "loopback"},
+}
+TRAIN_FAST = ["--set", "train.steps=20", "--set", "train.eval_every=10", "--set", "train.log_every=5",
+              "--set", "train.checkpoint_every=10", "--set", "data.seq_len=32", "--set", "eval.batches=1",
+              "--set", "eval.batch_size=8", "--set", "eval.probe_sequences=4"]
+
+
+def bare_env() -> dict:
+    """The test run's environment without the switches gatesweep must set itself."""
+    return {k: v for k, v in os.environ.items() if k not in TELEMETRY_ENV}
+
+
+def _environ(proc: psutil.Process) -> dict | None:
+    """A process's start-up environment; None when unreadable or overwritten (Ray's agents
+    rename themselves with setproctitle, which can reuse the environment's memory)."""
+    try:
+        raw = Path(f"/proc/{proc.pid}/environ").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+    return env if "PATH" in env else None
+
+
+class Watch:
+    """Polls a process tree (and the Ray instance named in a sweep's state.json) for inet sockets
+    and start-up environments, in a thread, every `interval` seconds until stopped."""
+
+    def __init__(self, root_pid: int, state_file: Path | None = None, interval: float = 0.2, limit_s: float = 300):
+        self.root = psutil.Process(root_pid)
+        self.state_file, self.interval, self.deadline = state_file, interval, time.monotonic() + limit_s
+        self.ray: tuple[str, str | None] | None = None
+        self.procs: dict[int, str] = {}      # pid -> command line, every process seen
+        self._handles: dict[int, psutil.Process] = {}
+        self.envs: dict[int, dict] = {}      # pid -> start-up environment (all but the root)
+        self.sockets: set[tuple] = set()     # (pid, kind, status, local, remote)
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Watch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _tree(self) -> list[psutil.Process]:
+        found = {self.root.pid: self.root}
+        try:
+            found.update({p.pid: p for p in self.root.children(recursive=True)})
+        except psutil.Error:
+            pass
+        if self.ray is None and self.state_file is not None and self.polls % 5 == 0:
+            try:
+                state = json.loads(self.state_file.read_text())
+                if state.get("ray_session_dir"):
+                    self.ray = (state["ray_session_dir"], state.get("ray_node_id"))
+            except (OSError, ValueError):
+                pass
+        if self.ray is not None and self.polls % 5 == 0:
+            found.update({p.pid: p for p in ray_processes(*self.ray)})
+        return list(found.values())
+
+    def poll(self) -> None:
+        for proc in self._tree():
+            try:
+                if proc.pid not in self.procs:
+                    self.procs[proc.pid] = " ".join(proc.cmdline())[:300]
+                    self._handles[proc.pid] = proc
+                if proc.pid != self.root.pid and proc.pid not in self.envs:
+                    env = _environ(proc)
+                    if env is not None:
+                        self.envs[proc.pid] = env
+                for c in proc.net_connections(kind="inet"):
+                    kind = "udp" if c.type == socket.SOCK_DGRAM else "tcp"
+                    local = (c.laddr.ip, c.laddr.port) if c.laddr else None
+                    remote = (c.raddr.ip, c.raddr.port) if c.raddr else None
+                    self.sockets.add((proc.pid, kind, c.status, local, remote))
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                continue
+        self.polls += 1
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and time.monotonic() < self.deadline:
+            self.poll()
+            self._stop.wait(self.interval)
+
+    def kill_leftovers(self) -> None:
+        """Stop, by pid, every process seen that still runs (Ray's agents outlive a killed raylet)."""
+        alive = [p for p in self._handles.values() if p.pid != os.getpid() and p.is_running()]
+        kill_processes(alive)
+
+    # ---- verdicts ---------------------------------------------------------------------
+    def listeners(self) -> list[tuple]:
+        return [s for s in self.sockets if s[4] is None and (s[2] == psutil.CONN_LISTEN or s[1] == "udp")]
+
+    def violations(self) -> list[str]:
+        out = []
+        for pid, kind, status, local, remote in sorted(self.sockets, key=str):
+            where = f"pid {pid} ({self.procs.get(pid, '?')[:120]})"
+            if remote is not None and not is_loopback(remote[0]):
+                out.append(f"{kind} {status} {local} -> {remote}: connects off loopback, {where}")
+            elif remote is None and (status == psutil.CONN_LISTEN or kind == "udp") and local and not is_loopback(local[0]):
+                out.append(f"{kind} {status} on {local}: listens off loopback, {where}")
+        return out
+
+    def missing_switches(self) -> list[str]:
+        out = []
+        for pid, env in sorted(self.envs.items()):
+            wrong = {k: env.get(k) for k, v in SWITCHES.items() if env.get(k) != v}
+            if wrong:
+                out.append(f"pid {pid} ({self.procs.get(pid, '?')[:120]}): {wrong}")
+        return out
+
+
+def test_is_loopback():
+    for host in ("127.0.0.1", "127.0.0.3", "::1", "::ffff:127.0.0.1", "[::1]", "localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.0.2.2", "169.254.169.254", "::ffff:10.0.0.1", "fe80::1%eth0", "metadata.google.internal"):
+        assert not is_loopback(host), host
+
+
+def test_watch_sees_a_listener_on_all_interfaces():
+    """The poller itself: a child listening on 0.0.0.0 is reported, one on 127.0.0.1 is not,
+    and a child started without the switches is named."""
+    code = ("import socket, time\n"
+            "a = socket.socket(); a.bind(('0.0.0.0', 0)); a.listen()\n"
+            "b = socket.socket(); b.bind(('127.0.0.1', 0)); b.listen()\n"
+            "time.sleep(2)\n")
+    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"],
+                              env=bare_env())
+    with Watch(parent.pid) as w:
+        parent.wait(timeout=30)
+    bad = w.violations()
+    assert len(bad) == 1 and "0.0.0.0" in bad[0], bad
+    assert len(w.missing_switches()) == 1, w.missing_switches()
+
+
+def test_import_sets_telemetry_defaults_and_guards_ray():
+    code = ("import os, json, orchestrator.cli, ray._private.services as s\n"
+            "print(json.dumps({'env': {k: os.environ.get(k) for k in %r}, 'guard': getattr(s.start_api_server, '_gatesweep_guard', False)}))"
+            % (sorted(TELEMETRY_ENV),))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"env": TELEMETRY_ENV, "guard": True}
+    # a user's own value wins
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**bare_env(), "RAY_USAGE_STATS_ENABLED": "1"},
+                         capture_output=True, text=True, timeout=120)
+    assert json.loads(out.stdout)["env"]["RAY_USAGE_STATS_ENABLED"] == "1"
+
+
+def _report(w: Watch, log: str) -> str:
+    socks = "\n".join(f"  {s}" for s in sorted(w.sockets, key=str))
+    return f"{w.polls} polls, {len(w.procs)} processes\nsockets:\n{socks}\n--- output ---\n{log[-3000:]}"
+
+
+def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
+    sweep = tmp_path / "loopback.yaml"
+    sweep.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
+    runs = tmp_path / "runs"
+    log = open(tmp_path / "driver.log", "w")
+    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(sweep), "--runs-dir", str(runs),
+                               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                              cwd=tmp_path, env=bare_env(), stdout=log, stderr=subprocess.STDOUT)
+    watch = Watch(driver.pid, state_file=runs / "sweeps" / "loopback" / "state.json")
+    try:
+        with watch:
+            rc = driver.wait(timeout=240)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        if watch.ray is not None:
+            kill_processes(ray_processes(*watch.ray))
+        watch.kill_leftovers()
+        log.close()
+    text = (tmp_path / "driver.log").read_text()
+    detail = _report(watch, text)
+    assert rc == 0, detail
+    assert "2 to run" in text, detail
+    cmds = list(watch.procs.values())
+    assert any("raylet" in c for c in cmds) and any("gcs_server" in c for c in cmds), detail
+    assert watch.listeners(), "the poller saw Ray's listeners:\n" + detail
+    assert not any("dashboard/dashboard.py" in c for c in cmds), "Ray's API server ran (it probes cloud metadata):\n" + detail
+    assert not watch.violations(), "\n".join(watch.violations()) + "\n" + detail
+    assert len(watch.envs) >= 5, detail
+    assert not watch.missing_switches(), "\n".join(watch.missing_switches())
+
+
+def test_train_stays_on_loopback(tmp_path):
+    log = open(tmp_path / "train.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "train", str(EXAMPLE), *TRAIN_FAST,
+                             "--runs-dir", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                            cwd=tmp_path, env=bare_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with Watch(proc.pid, limit_s=200) as watch:
+            rc = proc.wait(timeout=200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        watch.kill_leftovers()
+        log.close()
+    text = (tmp_path / "train.log").read_text()
+    detail = _report(watch, text)
+    assert rc == 0, detail
+    assert "MLflow run" in text, detail
+    assert watch.polls >= 10, detail
+    # gloo's own device listens (on loopback) while the group lives: the poller saw the group
+    assert watch.listeners(), "no listener seen: the poller missed the process group\n" + detail
+    assert not watch.violations(), "\n".join(watch.violations()) + "\n" + detail
+    assert not watch.missing_switches(), "\n".join(watch.missing_switches())
