@@ -21,8 +21,8 @@ from common import result  # noqa: E402
 
 
 def main() -> None:
-    from orchestrator.config import TrialConfig
-    from orchestrator.trial import TrialContext, run_trial
+    from orchestrator.spec.trial import TrialConfig
+    from orchestrator.trial.run import TrialContext, run_trial
 
     with tempfile.TemporaryDirectory() as tmp:
         uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"

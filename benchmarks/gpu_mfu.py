@@ -33,8 +33,8 @@ def main() -> None:
         result("MFU of dense-0.5b, bf16 + DeepSpeed (GPU)", "-", "(report)", None, note="needs a GPU")
         return
     from gatedmodels import build_meta
-    from orchestrator.config import TrialConfig
-    from orchestrator.trial import TrialContext, run_trial
+    from orchestrator.spec.trial import TrialConfig
+    from orchestrator.trial.run import TrialContext, run_trial
 
     for gate in ("none", "G1"):
         cfg = TrialConfig.from_dict({

@@ -17,7 +17,7 @@ from common import result  # noqa: E402
 
 
 def main() -> None:
-    from orchestrator.sweep import SweepSpec, expand
+    from orchestrator.spec.sweep import SweepSpec, expand
 
     spec = SweepSpec.from_dict({
         "name": "scale", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}},

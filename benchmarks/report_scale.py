@@ -45,7 +45,7 @@ LAYERS = 4
 
 def base_params() -> dict[str, str]:
     """The flattened default trial config (what a trial logs as params)."""
-    from orchestrator.config import TrialConfig
+    from orchestrator.spec.trial import TrialConfig
 
     cfg = TrialConfig.from_dict({"model": {"size": "small"}})
     params = {k: (json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in cfg.flatten().items()}

@@ -32,8 +32,8 @@ def main() -> None:
 
     import psutil
 
-    from orchestrator.launcher import Launcher
-    from orchestrator.sweep import SweepSpec, expand
+    from orchestrator.launch.launcher import Launcher
+    from orchestrator.spec.sweep import SweepSpec, expand
 
     spec = SweepSpec.from_dict({
         "name": "bench-sweep",

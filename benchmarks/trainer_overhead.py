@@ -1,7 +1,7 @@
 """Tokens/s of the `gatesweep train` training loop divided by a bare torch loop's, same model and
 batch shape, alternating every few steps in one process.
 
-The trial side is the real loop (`orchestrator.trial`: data pipeline, DeepSpeed engine, spike
+The trial side is the real loop (`orchestrator.trial.run`: data pipeline, DeepSpeed engine, spike
 rules, step metrics logged to a temporary MLflow SQLite store), stepped with the same method the
 trial runs; the bare side is forward, cross-entropy, backward, gradient clipping, AdamW and the LR
 schedule on one fixed batch. Goal: ratio >= 0.95. A full trial's one-off cost outside its training
@@ -28,10 +28,10 @@ import torch.nn.functional as F  # noqa: E402
 
 from common import result  # noqa: E402
 from gatedmodels import GatedTransformer  # noqa: E402
-from orchestrator.config import TrialConfig  # noqa: E402
+from orchestrator.spec.trial import TrialConfig  # noqa: E402
 from orchestrator.data import build_trial_data  # noqa: E402
-from orchestrator.distributed import process_group  # noqa: E402
-from orchestrator.trial import TrialContext, _Trainer, lr_lambda, param_groups, run_trial  # noqa: E402
+from orchestrator.trial.distributed import process_group  # noqa: E402
+from orchestrator.trial.run import TrialContext, _Trainer, lr_lambda, param_groups, run_trial  # noqa: E402
 
 
 def trial_config(args, steps: int) -> TrialConfig:

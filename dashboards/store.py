@@ -1,6 +1,6 @@
 """Read a sweep from any MLflow tracking store into plain records. Read-only.
 
-The data model is the one `orchestrator.launcher` and `orchestrator.trial` write:
+The data model is the one `orchestrator.launch.launcher` and `orchestrator.trial.run` write:
 - the sweep's **parent run** carries tags `gatesweep.kind=sweep` and `gatesweep.sweep=NAME`; a
   sweep launched several times has several parents, the newest one is the sweep's (or `parent=`);
 - its trials are **child runs** (`mlflow.parentRunId`), plus FINISHED runs of earlier launches

@@ -20,7 +20,7 @@ unless the user passes a non-loopback `--address` or tracking URI. Three things 
   API server when the dashboard is off and usage stats are disabled: the only thing it would do
   is the probe (a ray.init() cluster sends no "disabled" report either). `import orchestrator`
   installs the guard lazily (Ray is not imported until Ray itself is).
-- the world-size-1 process group: see `orchestrator.distributed` (an in-process store, gloo and
+- the world-size-1 process group: see `orchestrator.trial.distributed` (an in-process store, gloo and
   NCCL on the loopback interface).
 """
 

@@ -1,5 +1,5 @@
 """Shared CLI helpers: writable folders, config errors as user errors, small tables. Safe YAML
-loading and `UserError` live in `orchestrator.files` (the launcher and sweep loader use them too)."""
+loading and `UserError` live in `orchestrator.spec.files` (the launcher and sweep loader use them too)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from gatedmodels.configbase import ConfigError, Issue
 
-from ..files import UserError, load_yaml
+from orchestrator.spec.files import UserError, load_yaml
 
 
 def writable_dir(path: str | Path, flag: str) -> Path:

@@ -58,7 +58,7 @@ def run(args) -> int:
     from gatedmodels import GatedTransformer
     from gatedmodels.configbase import ConfigError
 
-    from ..config import TrialConfig
+    from orchestrator.spec.trial import TrialConfig
     from ..data import DataUnavailable, build_trial_data
     from ..evals.suite import run_benchmarks
     from ..tracking import RunLogger, resolve_tracking_uri

@@ -47,12 +47,12 @@ def resolve_uri(args, spec) -> str:
 
 
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
-    from ..launcher import Launcher
+    from orchestrator.launch.launcher import Launcher
 
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
     uri = resolve_uri(args, spec)
-    from ..preflight import preflight
+    from orchestrator.launch.preflight import preflight
     preflight(uri, args.address, spec, expansion, source=source)  # nothing is written if a service is missing
     runs_root = writable_dir(args.runs_dir, "--runs-dir")
     launcher = Launcher(spec, expansion, source=source, runs_root=runs_root, tracking_uri=uri, address=args.address,
@@ -88,7 +88,7 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
-    from ..launcher import summary_rows
+    from orchestrator.launch.launcher import summary_rows
     from .common import print_table
 
     file = file or sys.stdout

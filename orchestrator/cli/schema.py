@@ -13,7 +13,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..schema import sweep_schema, trial_schema
+    from orchestrator.spec.schema import sweep_schema, trial_schema
 
     print(json.dumps(trial_schema() if args.trial else sweep_schema(), indent=2))
     return 0

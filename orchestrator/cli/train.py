@@ -39,7 +39,7 @@ def load_trial_config(path: str, overrides: list[str]):
     against this machine; UserError naming the file and field otherwise."""
     from gatedmodels.configbase import ConfigError
 
-    from ..config import TrialConfig, apply_overrides, environment_problems, resolve_paths
+    from orchestrator.spec.trial import TrialConfig, apply_overrides, environment_problems, resolve_paths
 
     data = resolve_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:
@@ -71,8 +71,8 @@ def run(args) -> int:
     from gatedmodels.configbase import ConfigError
 
     cfg = load_trial_config(args.config, args.overrides)
-    from ..config import experiment_problem
-    from ..preflight import check_hub, check_tracking_uri
+    from orchestrator.spec.trial import experiment_problem
+    from orchestrator.launch.preflight import check_hub, check_tracking_uri
     from ..tracking import resolve_tracking_uri
 
     if args.experiment is not None and experiment_problem(args.experiment):
@@ -101,7 +101,7 @@ def run(args) -> int:
     elif args.resume:
         raise UserError(f"nothing to resume: no previous trial of this config in {run_dir}")
 
-    from ..trial import TrialContext, TrialFailed, run_trial
+    from orchestrator.trial.run import TrialContext, TrialFailed, run_trial
 
     writable_dir(run_dir, "--runs-dir")
 
@@ -115,7 +115,7 @@ def run(args) -> int:
     except TrialFailed as err:
         print(f"gatesweep: trial failed: {err.reason}" + (f" (MLflow run {err.run_id})" if err.run_id else ""), file=sys.stderr)
         return 1
-    from ..trial import FINAL_METRICS
+    from orchestrator.trial.run import FINAL_METRICS
 
     row = {k: result.metrics.get(k) for k in FINAL_METRICS if k in result.metrics}
     for k in ("bbc/trigger_loss", "bbc/copy_acc", "bbc/optimal_loss"):

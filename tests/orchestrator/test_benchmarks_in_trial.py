@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from orchestrator.config import TrialConfig
-from orchestrator.trial import TrialContext, run_trial
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.trial.run import TrialContext, run_trial
 
 
 def text_trial(**eval_over) -> TrialConfig:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.config import BigramBackcopyConfig, DataConfig
+from orchestrator.spec.trial import BigramBackcopyConfig, DataConfig
 from orchestrator.data import BigramBackcopy, DataUnavailable, build_trial_data
 from orchestrator.data.sources import load_documents, strip_wiki_markup
 from orchestrator.data.text import TextData

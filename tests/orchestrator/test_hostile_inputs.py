@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.files import UserError
+from orchestrator.spec.files import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "sweeps" / "quickstart.yaml")
@@ -255,7 +255,7 @@ OVERRIDES = [
 
 @pytest.mark.parametrize("name, args, expected", OVERRIDES, ids=[c[0] for c in OVERRIDES])
 def test_train_refuses_hostile_overrides(tmp_path, monkeypatch, capsys, name, args, expected):
-    from orchestrator import trial
+    from orchestrator.trial import run as trial
     from orchestrator.cli.main import main
 
     def accepted(*a, **k):
@@ -391,7 +391,7 @@ def test_yaml_merge_keys_and_shipped_files_still_load(tmp_path):
 def test_every_numeric_limit_message_names_the_range():
     from gatedmodels.configbase import ConfigError
 
-    from orchestrator.config import TrialConfig
+    from orchestrator.spec.trial import TrialConfig
 
     with pytest.raises(ConfigError) as err:
         TrialConfig.from_dict({"train": {"steps": 0, "keep_checkpoints": 5000, "threads": -1}, "eval": {"batches": 0}})
@@ -436,7 +436,7 @@ def http_server():
 
 
 def test_tracking_server_reachable_or_not(http_server):
-    from orchestrator.preflight import check_tracking_uri
+    from orchestrator.launch.preflight import check_tracking_uri
 
     check_tracking_uri(http_server({"/health": 200}))
     check_tracking_uri(http_server({"/api/2.0/mlflow/experiments/search": 200}))  # no /health behind a proxy
@@ -452,7 +452,7 @@ def test_tracking_server_reachable_or_not(http_server):
 
 
 def test_tracking_server_that_never_answers_times_out():
-    from orchestrator.preflight import check_tracking_uri
+    from orchestrator.launch.preflight import check_tracking_uri
 
     with socket.socket() as listener:  # accepts connections (the backlog) but never replies
         listener.bind(("127.0.0.1", 0))
@@ -464,7 +464,7 @@ def test_tracking_server_that_never_answers_times_out():
 
 
 def test_sqlite_store_checks(tmp_path):
-    from orchestrator.preflight import check_tracking_uri
+    from orchestrator.launch.preflight import check_tracking_uri
 
     check_tracking_uri(f"sqlite:///{tmp_path / 'new.db'}")
     (tmp_path / "empty.db").write_bytes(b"")
@@ -486,7 +486,7 @@ def test_sqlite_store_checks(tmp_path):
 
 
 def test_ray_address_checks():
-    from orchestrator.preflight import check_ray_address
+    from orchestrator.launch.preflight import check_ray_address
 
     check_ray_address(None)
     check_ray_address("auto")

@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from orchestrator.trial import FINAL_METRICS
+from orchestrator.trial.run import FINAL_METRICS
 
 pytestmark = pytest.mark.load
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.config import SpikeConfig
-from orchestrator.spikes import SpikeDetector
+from orchestrator.spec.trial import SpikeConfig
+from orchestrator.trial.spikes import SpikeDetector
 
 
 def feed(det, losses, start=1):

@@ -275,8 +275,8 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
     the first thing after the marker) must not lose that step's evaluation."""
     from mlflow.tracking import MlflowClient
 
-    from orchestrator import trial as trial_mod
-    from orchestrator.config import TrialConfig
+    from orchestrator.trial import run as trial_mod
+    from orchestrator.spec.trial import TrialConfig
 
     cfg = TrialConfig.from_dict({
         "model": {"size": "bigram-1l"}, "data": {"seq_len": 32},
@@ -301,7 +301,7 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
 def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
     import tempfile
 
-    from orchestrator.launcher import kill_processes, ray_processes
+    from orchestrator.launch.launcher import kill_processes, ray_processes
 
     temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = 6900 + os.getpid() % 500

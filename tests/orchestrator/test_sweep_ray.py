@@ -17,8 +17,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.launcher import kill_processes, ray_processes
-from orchestrator.trial import FINAL_METRICS
+from orchestrator.launch.launcher import kill_processes, ray_processes
+from orchestrator.trial.run import FINAL_METRICS
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 
-from orchestrator.sweep import SweepSpec, expand, load_sweep
+from orchestrator.spec.sweep import SweepSpec, expand, load_sweep
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -95,7 +95,7 @@ def test_every_shipped_sweep_loads_expands_and_matches_the_schema(path):
     import jsonschema
 
     from orchestrator.cli.common import load_yaml
-    from orchestrator.schema import sweep_schema
+    from orchestrator.spec.schema import sweep_schema
 
     spec = load_sweep(path)
     e = expand(spec)
@@ -172,10 +172,10 @@ def test_reported_metrics_are_what_an_evaluation_reports(position):
     """The metric lists a scheduler and a search are checked against (orchestrator.sweep) are
     exactly what `evaluate` returns, for an ungated and a gated model on bigram-backcopy."""
     from gatedmodels import GatedTransformer, ModelConfig
-    from orchestrator.config import DataConfig, EvalConfig
+    from orchestrator.spec.trial import DataConfig, EvalConfig
     from orchestrator.data import build_trial_data
-    from orchestrator.evaluation import evaluate
-    from orchestrator.sweep import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
+    from orchestrator.evals.heldout import evaluate
+    from orchestrator.spec.sweep import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
 
     data = build_trial_data(DataConfig(source="bigram-backcopy", seq_len=16, bigram={"table": "dirichlet", "vocab_size": 8, "n_triggers": 1}), 0)
     model = GatedTransformer(ModelConfig.preset("tiny", vocab_size=data.vocab_size, gate={"position": position}))

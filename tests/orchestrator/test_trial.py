@@ -7,8 +7,8 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from orchestrator.config import TrialConfig
-from orchestrator.trial import FINAL_METRICS, TrialContext, TrialFailed, run_trial
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.trial.run import FINAL_METRICS, TrialContext, TrialFailed, run_trial
 
 SMALL = {
     "model": {"size": "bigram-1l", "gate": {"position": "G1"}},

@@ -95,8 +95,8 @@ class DataConfig(Config):
         for name in ("source", "text_column", "hf_split"):
             if not getattr(self, name).strip():
                 out.append(Issue(name, f"got {show(getattr(self, name))}; allowed: a non-empty string"))
-        from .data.sources import source_problem
-        from .data.tokenizers import tokenizer_problem
+        from orchestrator.data.sources import source_problem
+        from orchestrator.data.tokenizers import tokenizer_problem
 
         for name, check in (("source", source_problem), ("tokenizer", tokenizer_problem)):
             problem = checked_path(getattr(self, name), check)
@@ -285,7 +285,7 @@ class MMLUConfig(Config):
             if problem:
                 out.append(Issue("path", problem))
         if self.subjects:  # the list lives with the benchmark (which imports torch): only then
-            from .evals.mmlu import SUBJECTS
+            from orchestrator.evals.mmlu import SUBJECTS
 
             for i, subject in enumerate(self.subjects):
                 if subject not in SUBJECTS:
@@ -356,7 +356,7 @@ class EvalConfig(Config):
 
     def problems(self) -> list[Issue]:
         out = []
-        from .data.sources import source_problem
+        from orchestrator.data.sources import source_problem
 
         for i, name in enumerate(self.ppl_sets):
             problem = "bigram-backcopy has no text" if name == "bigram-backcopy" else checked_path(name, source_problem)
@@ -529,7 +529,7 @@ def checked_path(value: str, check) -> str | None:
 def _is_local(field_path: str, value: Any) -> bool:
     """Whether `value` of `field_path` names a local file or folder (rather than a corpus,
     a Hub dataset, a tokenizer name...)."""
-    from .data.sources import OFFLINE_CORPORA, SYNTHETIC
+    from orchestrator.data.sources import OFFLINE_CORPORA, SYNTHETIC
 
     if not isinstance(value, str) or not value.strip():
         return False
@@ -587,7 +587,7 @@ def hub_problems(cfg: TrialConfig) -> list[Issue]:
     """An `hf:` source needs the Hub, which gatesweep uses only with GATESWEEP_ONLINE=1 (the
     launcher passes the variable to the trials). Checked when a trial is launched, not when a
     file is validated: the file may be meant for a machine that is online."""
-    from .data.sources import ONLINE_ENV, online
+    from orchestrator.data.sources import ONLINE_ENV, online
 
     if online():
         return []
@@ -601,7 +601,7 @@ def environment_problems(cfg: TrialConfig) -> list[Issue]:
     """What this config needs from the filesystem, checked before anything is launched: a local
     corpus folder with readable files of one kind, a tokenizer.json that is one, MMLU data that
     exists (the folder given, or the copy setup.sh installs, when MMLU is enabled)."""
-    from .data.sources import LOCAL_SUFFIXES
+    from orchestrator.data.sources import LOCAL_SUFFIXES
 
     out = []
     if _is_local("data.source", cfg.data.source):
@@ -665,7 +665,7 @@ def _corpus_problem(path: Path, suffixes: tuple[str, ...], max_entries: int = 10
 
 
 def _tokenizer_file_problem(path: str) -> str | None:
-    from .files import UserError, read_text
+    from orchestrator.spec.files import UserError, read_text
 
     try:
         data = json.loads(read_text(path, what="tokenizer.json", max_bytes=256 * 1024 * 1024))
@@ -689,8 +689,8 @@ def _mmlu_folder_problem(path: str) -> str | None:
 
 def _mmlu_source_problem(path: str | None) -> str | None:
     """MMLU data where the benchmark will look (imports the benchmark module, so only when enabled)."""
-    from .data.sources import DataUnavailable
-    from .evals.mmlu import resolve_source
+    from orchestrator.data.sources import DataUnavailable
+    from orchestrator.evals.mmlu import resolve_source
 
     try:
         resolve_source(path)

@@ -14,8 +14,8 @@ from typing import Any, Literal, get_args, get_origin
 
 from gatedmodels.configbase import Config, _hints
 
-from .config import TrialConfig
-from .sweep import SECTIONS, SweepSpec
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.spec.sweep import SECTIONS, SweepSpec
 
 
 def type_schema(tp: Any) -> dict:

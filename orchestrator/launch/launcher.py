@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .files import UserError
-from .netpolicy import TELEMETRY_ENV
-from .outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
-from .sweep import Expansion, ExpandedTrial, SweepSpec
-from .sweeplock import SweepLock
-from .tracking import RunLogger, client, get_or_create_experiment, redact_uri
-from .tune_trial import TRACKING_ENV
+from orchestrator.spec.files import UserError
+from orchestrator.netpolicy import TELEMETRY_ENV
+from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
+from orchestrator.spec.sweep import Expansion, ExpandedTrial, SweepSpec
+from orchestrator.launch.lock import SweepLock
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, redact_uri
+from orchestrator.ray.trainable import TRACKING_ENV
 
 SUMMARY = ("val_loss", "val_ppl", "first_token_attn", "sink_ratio", "gate_score_mean", "max_activation", "loss_spikes", "tokens_per_s")
 PASS_ENV = ("GATESWEEP_CACHE", "GATESWEEP_ONLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "DS_ACCELERATOR",
@@ -351,7 +351,7 @@ class Launcher:
         env.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
         env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
         env.setdefault("HF_DATASETS_OFFLINE", os.environ.get("HF_DATASETS_OFFLINE", "1"))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
         runtime_env = {"env_vars": env}
         if self.address:
             host = self.address.rsplit(":", 1)[0]
@@ -392,7 +392,7 @@ class Launcher:
     def tuner(self, payloads: list[dict], arm: dict | None = None):
         from ray import tune
 
-        from . import tune_trial
+        from orchestrator.ray import trainable as tune_trial
 
         spec, res = self.spec, self.spec.resources
         if res.workers_per_trial > 1:
@@ -500,7 +500,7 @@ class Launcher:
         whose own code could not record their end: trials the scheduler stopped (decided here,
         by ASHA's own decisions, not by the timing of the trial's last write), trials interrupted
         with the driver, and trials whose worker died until retries ran out."""
-        from .tracking import search_all
+        from orchestrator.tracking import search_all
 
         cl = client(self.uri)
         exp_id = cl.get_experiment_by_name(self.experiment).experiment_id
@@ -568,7 +568,7 @@ class Launcher:
 def _tune_distribution(dist: dict):
     from ray import tune
 
-    from .sweep import numeric_bounds
+    from orchestrator.spec.sweep import numeric_bounds
 
     kind, args = next(iter(dist.items()))
     if kind == "choice":

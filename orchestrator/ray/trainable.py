@@ -44,7 +44,7 @@ def _scalar_metrics(metrics: dict) -> dict:
 
 
 def _context(payload: dict, report, num_threads: int | None):
-    from .trial import TrialContext
+    from orchestrator.trial.run import TrialContext
 
     return TrialContext(
         run_dir=Path(payload["run_dir"]),
@@ -69,9 +69,9 @@ def _failure_report(payload: dict, step: int) -> dict:
 def trainable(config: dict) -> None:
     from ray import tune
 
-    from .config import TrialConfig
-    from .outcomes import TrialFailed
-    from .trial import run_trial
+    from orchestrator.spec.trial import TrialConfig
+    from orchestrator.tracking.outcomes import TrialFailed
+    from orchestrator.trial.run import run_trial
 
     payload = _payload_config(config)
     import ray
@@ -110,8 +110,8 @@ def trainable(config: dict) -> None:
 
 
 def _record_config_failure(payload: dict, err: Exception) -> None:
-    from .outcomes import OUTCOME_TAG, REASON_TAG
-    from .tracking import RunLogger
+    from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG
+    from orchestrator.tracking import RunLogger
 
     logger = RunLogger(os.environ.get(TRACKING_ENV) or payload["tracking_uri"], payload["run_id"], quiet=True)
     logger.set_tags({OUTCOME_TAG: "bad_config", REASON_TAG: f"config: {err}"[:4000]})
@@ -120,7 +120,7 @@ def _record_config_failure(payload: dict, err: Exception) -> None:
 
 def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
     """Create (or, on a retry, find) the MLflow child run of an Optuna trial."""
-    from .tracking import RunLogger, client
+    from orchestrator.tracking import RunLogger, client
 
     uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
     cl = client(uri)
@@ -140,9 +140,9 @@ def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
 
 def _worker_loop(payload: dict) -> None:
     """Runs in each Ray Train worker; the process group already exists."""
-    from .config import TrialConfig
-    from .outcomes import TrialFailed
-    from .trial import run_trial
+    from orchestrator.spec.trial import TrialConfig
+    from orchestrator.tracking.outcomes import TrialFailed
+    from orchestrator.trial.run import run_trial
 
     cfg = TrialConfig.from_dict(payload["config"])
     try:
@@ -156,9 +156,9 @@ def _run_distributed(payload: dict) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from .distributed import BoundTorchConfig
+    from orchestrator.trial.distributed import BoundTorchConfig
 
-    from .tracking import client
+    from orchestrator.tracking import client
 
     gpus = payload["gpus"]
     trainer = TorchTrainer(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .config import SpikeConfig
+from orchestrator.spec.trial import SpikeConfig
 
 
 class SpikeDetector:

@@ -151,7 +151,7 @@ def git_state() -> dict[str, str]:
     """Commit and dirty flag of the gatesweep checkout, when it is one."""
     import subprocess
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if commit.returncode != 0:

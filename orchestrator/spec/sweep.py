@@ -25,7 +25,7 @@ from typing import Any, Literal
 from gatedmodels import GateConfig, ModelConfig
 from gatedmodels.configbase import Config, ConfigError, Issue, deep_merge, field_type, set_dotted, show
 
-from .config import (MAX_STEPS, DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig,
+from orchestrator.spec.trial import (MAX_STEPS, DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig,
                      resolve_paths, resolve_value, touches_paths)
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -88,7 +88,7 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
         if not ev.ruler.enabled or length not in {str(n) for n in ev.ruler.lengths}:
             return f"it does not run RULER at length {length} (eval.ruler)"
     elif metric.startswith(("ppl/", "bpb/")):
-        from .config import _set_name
+        from orchestrator.spec.trial import _set_name
 
         if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
             return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
@@ -641,7 +641,7 @@ def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[st
 def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
     """Make the local paths of a raw sweep dict absolute against `folder` (the sweep file's),
     in place: the base's, and those of grid, zip, exclude and Optuna `choice` values at a path
-    field (see `orchestrator.config.resolve_paths`). Ray runs trials in other directories."""
+    field (see `orchestrator.spec.trial.resolve_paths`). Ray runs trials in other directories."""
     resolve_paths(data.get("base"), folder)
 
     def each(value: Any, kind: type) -> list:
@@ -667,7 +667,7 @@ def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
 def load_sweep(path: str | Path) -> SweepSpec:
     """Load and strictly validate a sweep file (expansion is separate: `expand`); its local
     paths are made absolute against its folder."""
-    from .files import load_yaml
+    from orchestrator.spec.files import load_yaml
 
     data = resolve_sweep_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:

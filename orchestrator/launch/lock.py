@@ -16,7 +16,7 @@ import socket
 import time
 from pathlib import Path
 
-from .files import UserError
+from orchestrator.spec.files import UserError
 
 
 class SweepLock:

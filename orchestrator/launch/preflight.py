@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .files import UserError
+from orchestrator.spec.files import UserError
 
 TIMEOUT_S = 5.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -50,7 +50,7 @@ def check_hub(configs, *, source=None) -> None:
     """UserError if a trial reads `hf:` data while gatesweep runs offline."""
     from gatedmodels.configbase import ConfigError
 
-    from .config import distinct_problems, hub_problems
+    from orchestrator.spec.trial import distinct_problems, hub_problems
 
     issues = distinct_problems(configs, hub_problems)
     if issues:
@@ -60,7 +60,7 @@ def check_hub(configs, *, source=None) -> None:
 # ---- MLflow --------------------------------------------------------------------------------
 def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
     """UserError unless the (resolved, absolute) tracking URI can be used from here."""
-    from .tracking import redact_uri
+    from orchestrator.tracking import redact_uri
 
     shown = redact_uri(uri)
     scheme = uri.split("://", 1)[0].split("+", 1)[0].lower()

@@ -26,14 +26,14 @@ import torch.nn.functional as F
 
 from gatedmodels import GatedTransformer
 
-from . import plots
-from .config import TrialConfig
-from .data import DataUnavailable, build_trial_data
-from .distributed import import_deepspeed, process_group
-from .evaluation import EvalResult, evaluate, probes_artifact
-from .outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG, TrialFailed, classify
-from .spikes import SpikeDetector
-from .tracking import RunLogger, git_state, package_versions, redact_uri
+from orchestrator.trial import plots
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.data import DataUnavailable, build_trial_data
+from orchestrator.trial.distributed import import_deepspeed, process_group
+from orchestrator.evals.heldout import EvalResult, evaluate, probes_artifact
+from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG, TrialFailed, classify
+from orchestrator.trial.spikes import SpikeDetector
+from orchestrator.tracking import RunLogger, git_state, package_versions, redact_uri
 
 FINAL_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "sink_ratio", "max_activation",
                  "gate_score_mean", "loss_spikes", "tokens_per_s")
@@ -376,7 +376,7 @@ class _Trainer:
         which = tuple(name for name, on in (("mmlu", ev.mmlu.enabled), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
         if not which or not self.is_main:
             return {}
-        from .evals.suite import run_benchmarks
+        from orchestrator.evals.suite import run_benchmarks
 
         t0 = time.perf_counter()
         metrics = run_benchmarks(self.model, self.data.tokenizer, self.cfg, device=self.device, which=which, progress=self._progress)
