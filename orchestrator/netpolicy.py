@@ -33,7 +33,7 @@ import os
 import sys
 
 #: telemetry switches set as defaults in every process gatesweep starts (forward them to Ray
-#: workers on remote clusters too: launcher.PASS_ENV)
+#: workers on remote clusters too: orchestrator.ray.cluster.PASS_ENV)
 TELEMETRY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "1"}
 
 

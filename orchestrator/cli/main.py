@@ -7,7 +7,6 @@ bad flag, bad value: one message, no traceback, nothing launched); 130 interrupt
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from gatedmodels.configbase import ConfigError
@@ -15,8 +14,12 @@ from gatedmodels.configbase import ConfigError
 from .. import __version__
 from .common import UserError
 
-#: subcommand -> module (in orchestrator.cli) with `add_parser(subparsers)` and `run(args) -> int`
-COMMANDS = ["validate", "plan", "run", "resume", "train", "eval", "report", "ui", "schema", "data"]
+from . import data, plan, report, resume, run, schema, train, ui, validate
+from . import eval as eval_  # noqa: A004
+
+#: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`
+COMMANDS = {"validate": validate, "plan": plan, "run": run, "resume": resume, "train": train, "eval": eval_,
+            "report": report, "ui": ui, "schema": schema, "data": data}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,13 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gatesweep", description="Ablation sweeps of gated attention on Ray + DeepSpeed, tracked in MLflow.")
     parser.add_argument("--version", action="version", version=f"gatesweep {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f".{name}", __package__)
-        except ModuleNotFoundError as err:
-            if err.name == f"{__package__}.{name}":
-                continue  # subcommand not built yet
-            raise
+    for module in COMMANDS.values():
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
     return parser

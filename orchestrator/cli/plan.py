@@ -42,7 +42,7 @@ def finished_hashes(uri: str, experiment: str) -> set[str]:
     """Finished config hashes, without creating a store that does not exist yet."""
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
         return set()
-    from orchestrator.launch.launcher import finished_runs
+    from orchestrator.launch.runs import finished_runs
 
     try:
         return set(finished_runs(uri, experiment))

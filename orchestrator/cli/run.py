@@ -88,7 +88,7 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
-    from orchestrator.launch.launcher import summary_rows
+    from orchestrator.launch.summary import summary_rows
     from .common import print_table
 
     file = file or sys.stdout

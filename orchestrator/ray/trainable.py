@@ -1,41 +1,43 @@
 """The Ray Tune trainable: runs inside Ray worker processes, one call per trial (and retry).
 
-It receives a small payload (trial config as a dict, its MLflow run id and checkpoint folder),
-turns it into a typed `TrialConfig` on its first line, and calls `run_trial`. A retry calls it
-again with the same payload, so it continues the same MLflow run from the newest checkpoint.
+It receives a `TrialPayload` (as a dict: the trial config, its MLflow run id and checkpoint
+folder), makes it typed on its first line, and calls `run_trial`. A retry calls it again with
+the same payload, so it continues the same MLflow run from the newest checkpoint.
 
-Failures follow `outcomes.py`: a permanent failure (diverged, bad data or config, out of memory)
-is recorded in MLflow and the function returns a NaN result for the scheduler's and searcher's
-metrics (`judged_by`), so Tune neither retries it nor stops the sweep; a crash raises, and Tune
-retries it up to the sweep's `retries`.
-With `workers_per_trial > 1` the trial runs across Ray Train workers (a TorchTrainer built here,
-the Ray Train V2 pattern); Ray has made the process group, DeepSpeed joins it, rank 0 logs.
+Failures follow `tracking/outcomes.py`: a permanent failure (diverged, bad data or config, out of
+memory) is recorded in MLflow and the function returns a NaN result for the scheduler's and
+searcher's metrics (`judged_by`), so Tune neither retries it nor stops the sweep; a crash raises,
+and Tune retries it up to the sweep's `retries`. With `workers > 1` the trial runs across Ray
+Train workers (a TorchTrainer built here, the Ray Train V2 pattern); rank 0 logs.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from pathlib import Path
 
 from gatedmodels.configbase import set_dotted
 
-TRACKING_ENV = "GATESWEEP_TRACKING_URI"
+from orchestrator.ray.cluster import TRACKING_ENV
+from orchestrator.ray.payload import TrialPayload
 
 
-def _payload_config(config: dict) -> dict:
-    """The trial payload; for Optuna, the sampled values are written into the arm's config."""
-    payload = dict(config["trial"])
+def _payload_of(config: dict) -> TrialPayload:
+    """The trial's payload; for Optuna, the sampled values are written into the arm's config."""
+    payload = TrialPayload.from_dict(config["trial"])
     sampled = dict(config.get("space", {}))
-    if sampled:
-        import copy
+    if not sampled:
+        return payload
+    trial = copy.deepcopy(payload.config)
+    for path, value in sampled.items():
+        set_dotted(trial, path, value)
+    return payload.replace(config=trial, sampled=sampled)
 
-        trial = copy.deepcopy(payload["config"])
-        for path, value in sampled.items():
-            set_dotted(trial, path, value)
-        payload["config"] = trial
-        payload["sampled"] = sampled
-    return payload
+
+def _uri(payload: TrialPayload) -> str:
+    return os.environ.get(TRACKING_ENV) or payload.tracking_uri
 
 
 def _scalar_metrics(metrics: dict) -> dict:
@@ -43,51 +45,44 @@ def _scalar_metrics(metrics: dict) -> dict:
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and "/layer_" not in k}
 
 
-def _context(payload: dict, report, num_threads: int | None):
+def _failure_report(payload: TrialPayload, step: int) -> dict:
+    """What a permanently failed trial reports: the scheduler's and searcher's metrics as NaN,
+    so Ray Tune's metric check passes, ASHA ignores the trial and Optuna records it as failed."""
+    return {**{m: float("nan") for m in payload.judged_by}, "failed": 1.0, "step": step}
+
+
+def _context(payload: TrialPayload, report, num_threads: int | None):
     from orchestrator.trial.run import TrialContext
 
     return TrialContext(
-        run_dir=Path(payload["run_dir"]),
-        tracking_uri=os.environ.get(TRACKING_ENV) or payload["tracking_uri"],
-        experiment=payload["experiment"],
-        run_id=payload.get("run_id"),
-        run_name=payload["name"],
-        parent_run_id=payload.get("parent_run_id"),
-        tags={"gatesweep.sweep": payload["sweep"], "gatesweep.trial_name": payload["name"], **payload.get("tags", {})},
-        resume=True,
-        num_threads=num_threads,
-        report=report,
+        run_dir=Path(payload.run_dir), tracking_uri=_uri(payload), experiment=payload.experiment,
+        run_id=payload.run_id, run_name=payload.name, parent_run_id=payload.parent_run_id,
+        tags={"gatesweep.sweep": payload.sweep, "gatesweep.trial_name": payload.name, **payload.tags},
+        resume=True, num_threads=num_threads, report=report,
     )
 
 
-def _failure_report(payload: dict, step: int) -> dict:
-    """What a permanently failed trial reports: the scheduler's and searcher's metrics as NaN,
-    so Ray Tune's metric check passes, ASHA ignores the trial and Optuna records it as failed."""
-    return {**{m: float("nan") for m in payload.get("judged_by", ())}, "failed": 1.0, "step": step}
-
-
 def trainable(config: dict) -> None:
+    import ray
     from ray import tune
 
     from orchestrator.spec.trial import TrialConfig
     from orchestrator.tracking.outcomes import TrialFailed
     from orchestrator.trial.run import run_trial
 
-    payload = _payload_config(config)
-    import ray
-
-    payload.setdefault("tags", {})["gatesweep.node_id"] = ray.get_runtime_context().get_node_id()
+    payload = _payload_of(config)
+    payload.tags["gatesweep.node_id"] = ray.get_runtime_context().get_node_id()
     try:
-        cfg = TrialConfig.from_dict(payload["config"])
+        cfg = TrialConfig.from_dict(payload.config)
     except ValueError as err:  # an Optuna sample outside the field's domain: recorded, not retried
-        if payload.get("run_id") is None:
+        if payload.run_id is None:
             payload = _attach_run(payload, None, tune.get_context().get_trial_id())
         _record_config_failure(payload, err)
         tune.report(_failure_report(payload, 0))
         return
-    if payload.get("run_id") is None:  # Optuna trials: one run per Tune trial, found again on retry
+    if payload.run_id is None:  # Optuna trials: one run per Tune trial, found again on retry
         payload = _attach_run(payload, cfg, tune.get_context().get_trial_id())
-    if payload["workers"] > 1:
+    if payload.workers > 1:
         metrics = _run_distributed(payload)
         if metrics.pop("failed", 0.0):
             tune.report(_failure_report(payload, 0))
@@ -100,7 +95,7 @@ def trainable(config: dict) -> None:
         tune.report({**_scalar_metrics(metrics), "failed": 0.0, **warnings})
 
     try:
-        result = run_trial(cfg, _context(payload, report, int(payload["cpus"]) or 1))
+        result = run_trial(cfg, _context(payload, report, int(payload.cpus) or 1))
     except TrialFailed as err:
         if err.permanent:  # recorded in MLflow; a retry would fail the same way
             tune.report(_failure_report(payload, 0))
@@ -109,67 +104,65 @@ def trainable(config: dict) -> None:
     tune.report({**_scalar_metrics(result.metrics), "step": result.steps, "failed": 0.0})
 
 
-def _record_config_failure(payload: dict, err: Exception) -> None:
-    from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG
+def _record_config_failure(payload: TrialPayload, err: Exception) -> None:
     from orchestrator.tracking import RunLogger
+    from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG
 
-    logger = RunLogger(os.environ.get(TRACKING_ENV) or payload["tracking_uri"], payload["run_id"], quiet=True)
+    logger = RunLogger(_uri(payload), payload.run_id, quiet=True)
     logger.set_tags({OUTCOME_TAG: "bad_config", REASON_TAG: f"config: {err}"[:4000]})
     logger.finish("FAILED", wait=30)
 
 
-def _attach_run(payload: dict, cfg, trial_id: str) -> dict:
+def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
     """Create (or, on a retry, find) the MLflow child run of an Optuna trial."""
     from orchestrator.tracking import RunLogger, client
 
-    uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
+    uri = _uri(payload)
     cl = client(uri)
-    exp = cl.get_experiment_by_name(payload["experiment"])
+    exp = cl.get_experiment_by_name(payload.experiment)
     found = cl.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.tune_trial_id` = '{trial_id}'", max_results=1)
-    name = f"{payload['name']}-" + "-".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
-                                              for k, v in payload.get("sampled", {}).items())
+    name = f"{payload.name}-" + "-".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
+                                         for k, v in payload.sampled.items())
     if found:
         run_id = found[0].info.run_id
     else:
-        tags = {"gatesweep.sweep": payload["sweep"], "gatesweep.config_hash": cfg.config_hash() if cfg else "",
+        tags = {"gatesweep.sweep": payload.sweep, "gatesweep.config_hash": cfg.config_hash() if cfg else "",
                 "gatesweep.tune_trial_id": trial_id, "gatesweep.trial_name": name}
-        run_id = RunLogger.create(uri, payload["experiment"], run_name=name, tags=tags, parent_run_id=payload["parent_run_id"]).run_id
-    run_dir = str(Path(payload["run_dir"]) / trial_id)
-    return {**payload, "run_id": run_id, "name": name, "run_dir": run_dir}
+        run_id = RunLogger.create(uri, payload.experiment, run_name=name, tags=tags, parent_run_id=payload.parent_run_id).run_id
+    return payload.replace(run_id=run_id, name=name, run_dir=str(Path(payload.run_dir) / trial_id))
 
 
-def _worker_loop(payload: dict) -> None:
+def _worker_loop(config: dict) -> None:
     """Runs in each Ray Train worker; the process group already exists."""
     from orchestrator.spec.trial import TrialConfig
     from orchestrator.tracking.outcomes import TrialFailed
     from orchestrator.trial.run import run_trial
 
-    cfg = TrialConfig.from_dict(payload["config"])
+    payload = TrialPayload.from_dict(config)
+    cfg = TrialConfig.from_dict(payload.config)
     try:
-        run_trial(cfg, _context(payload, None, int(payload["cpus"]) or 1))
+        run_trial(cfg, _context(payload, None, int(payload.cpus) or 1))
     except TrialFailed as err:
         if not err.permanent:
             raise
 
 
-def _run_distributed(payload: dict) -> dict:
+def _run_distributed(payload: TrialPayload) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    from orchestrator.tracking import client
     from orchestrator.trial.distributed import BoundTorchConfig
 
-    from orchestrator.tracking import client
-
-    gpus = payload["gpus"]
+    gpus = payload.gpus
     trainer = TorchTrainer(
         train_loop_per_worker=_worker_loop,
-        train_loop_config=payload,
+        train_loop_config=payload.to_dict(),
         torch_config=BoundTorchConfig(),  # rank 0's store listens on its node's address only
-        scaling_config=ScalingConfig(num_workers=payload["workers"], use_gpu=gpus > 0,
-                                     resources_per_worker={"CPU": payload["cpus"], **({"GPU": gpus} if gpus else {})}),
-        run_config=RunConfig(name=f"{payload['name']}-train", storage_path=str(Path(payload["run_dir"]) / "ray_train")),
+        scaling_config=ScalingConfig(num_workers=payload.workers, use_gpu=gpus > 0,
+                                     resources_per_worker={"CPU": payload.cpus, **({"GPU": gpus} if gpus else {})}),
+        run_config=RunConfig(name=f"{payload.name}-train", storage_path=str(Path(payload.run_dir) / "ray_train")),
     )
     trainer.fit()
-    uri = os.environ.get(TRACKING_ENV) or payload["tracking_uri"]
-    run = client(uri).get_run(payload["run_id"])
+    run = client(_uri(payload)).get_run(payload.run_id)
     return {**_scalar_metrics(run.data.metrics), "failed": float(run.info.status == "FAILED")}

@@ -23,7 +23,7 @@ import psutil
 import pytest
 import yaml
 
-from orchestrator.launch.launcher import kill_processes, ray_processes
+from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.netpolicy import TELEMETRY_ENV, is_loopback
 
 pytestmark = pytest.mark.slow

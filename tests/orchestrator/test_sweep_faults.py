@@ -130,7 +130,7 @@ def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_l
 
 # ---- 3. a trial that fails before training keeps its reason -------------------------------------
 def test_trials_failing_before_training_record_why_and_are_not_retried(tmp_path, no_ray_left_behind):
-    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "empty.txt").write_text(" \n\n \t\n")  # not empty on disk (validation passes), no text in it
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 64)
     (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": 7}}')
     good = tmp_path / "good.txt"
@@ -301,7 +301,7 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
 def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
     import tempfile
 
-    from orchestrator.launch.launcher import kill_processes, ray_processes
+    from orchestrator.ray.cluster import kill_processes, ray_processes
 
     temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = 6900 + os.getpid() % 500

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from orchestrator.launch.launcher import kill_processes, ray_processes
+from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.trial.run import FINAL_METRICS
 
 pytestmark = pytest.mark.slow

@@ -1,0 +1,160 @@
+"""The Ray cluster of a sweep: a local one started on 127.0.0.1 (and stopped by process id when a
+killed driver left it behind), or an existing cluster joined by address; what it can fit.
+
+Ray 2.60 rewrites 127.0.0.1 to the machine's network address even when told
+`_node_ip_address="127.0.0.1"`; with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 its node-IP lookup returns
+loopback, so a local cluster binds and talks on 127.0.0.1 only (it disables nothing else on Linux).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Callable
+
+from orchestrator.launch import signals
+from orchestrator.netpolicy import TELEMETRY_ENV
+from orchestrator.spec.files import UserError
+
+TRACKING_ENV = "GATESWEEP_TRACKING_URI"
+"""The tracking URI, unredacted, travels to the workers in this variable (never in a config)."""
+PASS_ENV = ("GATESWEEP_CACHE", "GATESWEEP_ONLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "DS_ACCELERATOR",
+            "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TORCH_EXTENSIONS_DIR",
+            *TELEMETRY_ENV)
+"""Driver variables forwarded to every Ray worker (remote clusters do not inherit the driver's)."""
+
+
+def ray_processes(marker: str, node_id: str | None = None) -> list:
+    """Processes of one Ray instance: those whose command line holds `marker` (its session or
+    temp folder), those carrying its node id, and all their descendants (Ray's agents rename
+    themselves, e.g. `ray::DashboardAgent`, but are children of the raylet)."""
+    import psutil
+
+    roots = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []) or (node_id and proc.environ().get("RAY_NODE_ID") == node_id):
+                roots.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    found = {p.pid: p for p in roots}
+    for proc in roots:
+        try:
+            for child in proc.children(recursive=True):
+                found.setdefault(child.pid, child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return [p for pid, p in found.items() if pid != os.getpid()]
+
+
+def kill_processes(procs: list) -> int:
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    psutil.wait_procs(procs, timeout=10)
+    return len(procs)
+
+
+def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
+    """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id. Called
+    with the sweep's lock held, so the driver that started that Ray is known to be gone."""
+    pid, session, node = state.get("driver_pid"), state.get("ray_session_dir"), state.get("ray_node_id")
+    if not pid or not session:
+        return
+    n = kill_processes(ray_processes(session, node))
+    if n:
+        log(f"stopped {n} Ray processes left by the previous driver (pid {pid})")
+
+
+class RayCluster:
+    """`start()` joins `address` or starts a local Ray; `stop()` leaves it as found."""
+
+    def __init__(self, resources, *, address: str | None, tracking_uri: str, max_concurrent: int | None = None):
+        self.resources, self.address, self.uri, self.max_concurrent = resources, address, tracking_uri, max_concurrent
+        self.local: dict | None = None
+        """For a local Ray this driver started: its session folder, node id and the driver's pid."""
+
+    def start(self) -> None:
+        import sys
+
+        if "ray" in sys.modules and sys.modules["ray"].is_initialized():  # joined already (to check resources)
+            return
+        # Ray reads these when it is imported: set them first
+        # Tune's own console output (boxes, TensorBoard hints) would drown the progress lines
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        # Ctrl-C reaches the driver as KeyboardInterrupt (Tune's own handler would swallow it and
+        # return as if the sweep had ended); the runs are then marked interrupted
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        if not self.address or self.address.rsplit(":", 1)[0].strip("[]") in ("localhost", "127.0.0.1", "::1"):
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        import ray
+
+        env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+        env[TRACKING_ENV] = self.uri
+        # a stopped trial (ASHA) records why and flushes its metrics before its actor is reused
+        env.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
+        env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
+        env.setdefault("HF_DATASETS_OFFLINE", os.environ.get("HF_DATASETS_OFFLINE", "1"))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")]))
+        runtime_env = {"env_vars": env}
+        if self.address:
+            host = self.address.rsplit(":", 1)[0]
+            # on the head machine of a loopback test cluster (127.0.0.x), the driver is that node
+            extra = {"_node_ip_address": host} if host.startswith("127.") and host != "127.0.0.1" else {}
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING", **extra)
+        else:
+            res = self.resources
+            # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
+            need = math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))
+            ray.init(num_cpus=max(len(os.sched_getaffinity(0)), need), include_dashboard=False, _node_ip_address="127.0.0.1",
+                     runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
+            from ray._private import worker as ray_worker
+
+            self.local = {"ray_session_dir": ray_worker._global_node.get_session_dir_path(),
+                          "ray_node_id": ray.get_runtime_context().get_node_id(), "driver_pid": os.getpid()}
+        signals.install_interrupt()  # ray.init installed its own SIGTERM handler
+
+    def stop(self) -> None:
+        import ray
+
+        with signals.ignored():  # a second signal must not leave Ray half stopped
+            if ray.is_initialized():
+                ray.shutdown()
+
+    def check_resources(self) -> None:
+        """UserError when no node of the cluster can hold one worker of a trial, or the whole
+        cluster cannot hold one trial (Tune would wait for them forever)."""
+        import ray
+
+        res = self.resources
+        need = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker}
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        total = {k: sum(n.get(k, 0.0) for n in nodes) for k in need}
+        fits_one_worker = any(all(n.get(k, 0.0) >= v for k, v in need.items() if v) for n in nodes)
+        fits_trial = all(total[k] >= v * res.workers_per_trial for k, v in need.items() if v)
+        if not (fits_one_worker and fits_trial):
+            have = f"{len(nodes)} node(s): " + "; ".join(
+                f"node {i}: {n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for i, n in enumerate(nodes[:8]))
+            raise UserError(f"resources: a trial needs {res.workers_per_trial} worker(s) of {res.cpus_per_worker:g} CPU and "
+                            f"{res.gpus_per_worker:g} GPU each; the cluster at {self.address} has {have}")
+
+    def concurrency(self) -> int:
+        """Trials at once: --max-concurrent, else resources.max_concurrent, else what the cluster fits."""
+        import ray
+
+        res = self.resources
+        if self.max_concurrent:
+            return self.max_concurrent
+        if res.max_concurrent:
+            return res.max_concurrent
+        total = ray.cluster_resources()
+        n = int(total.get("CPU", 1) // (res.cpus_per_worker * res.workers_per_trial))
+        if res.gpus_per_worker:
+            n = min(n, int(total.get("GPU", 0) // (res.gpus_per_worker * res.workers_per_trial)))
+        return max(1, n)

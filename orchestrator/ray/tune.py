@@ -1,0 +1,154 @@
+"""Ray Tune set-up for a sweep: the Tuner over the trial payloads (a grid, or Optuna within one grid
+arm), ASHA that records its own stops, an Optuna searcher that records failed trials as failed,
+and the console progress callback. Imported only when a sweep launches (it imports Ray)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from ray import tune
+from ray.tune import Callback
+
+PROGRESS = ("val_loss", "first_token_attn", "sink_ratio", "gate_score_mean")
+"""Metrics on the console's eval line."""
+
+
+def build_tuner(spec, payloads: list[dict], *, max_t: int, storage: Path, concurrency: int, retries: int,
+                log: Callable[[str], None], stopped: dict, errors: dict, arm: dict | None = None) -> tune.Tuner:
+    """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `stopped` and
+    `errors` are filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines."""
+    from orchestrator.ray import trainable as trainable_mod
+
+    res = spec.resources
+    if res.workers_per_trial > 1:
+        resources = {"cpu": 0.01}  # the TorchTrainer's workers reserve the real resources
+    else:
+        resources = {"cpu": res.cpus_per_worker, "gpu": res.gpus_per_worker}
+    trainable = tune.with_resources(trainable_mod.trainable, resources)
+    scheduler = None
+    if spec.scheduler is not None and spec.scheduler.type == "asha":
+        scheduler = recording_asha(stopped)(time_attr="step", metric=spec.scheduler.metric, mode=spec.scheduler.mode,
+                                            grace_period=spec.scheduler.grace_period, max_t=max_t,
+                                            reduction_factor=spec.scheduler.reduction_factor)
+    common = dict(scheduler=scheduler, reuse_actors=True, max_concurrent_trials=concurrency,
+                  trial_dirname_creator=lambda tr: tr.trial_id)
+    if arm is None:
+        names = {p["config_hash"]: p["name"] for p in payloads}
+        param_space = {"trial": tune.grid_search(payloads)}
+        tune_cfg = tune.TuneConfig(trial_name_creator=lambda tr: names.get(tr.config["trial"]["config_hash"], tr.trial_id), **common)
+    else:
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        s = spec.search
+        sampler = optuna.samplers.TPESampler(seed=s.seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
+        param_space = {"trial": arm, "space": {path: tune_distribution(d) for path, d in s.space.items()}}
+        search = failure_aware(OptunaSearch)(metric=s.metric, mode=s.mode, sampler=sampler)
+        tune_cfg = tune.TuneConfig(search_alg=search, num_samples=s.num_samples,
+                                   trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}", **common)
+    run_cfg = tune.RunConfig(name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}", storage_path=str(storage),
+                             failure_config=tune.FailureConfig(max_failures=retries), verbose=0,
+                             callbacks=[Progress(log, errors)])
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
+
+
+def tune_distribution(dist: dict):
+    from orchestrator.spec.sweep import numeric_bounds
+
+    kind, args = next(iter(dist.items()))
+    if kind == "choice":
+        return tune.choice(args)
+    lo, hi = numeric_bounds(args)
+    if kind == "loguniform":
+        return tune.loguniform(lo, hi)
+    if kind == "uniform":
+        return tune.uniform(lo, hi)
+    return tune.randint(int(lo), int(hi) + 1)
+
+
+def trial_key(trial) -> str:
+    """The key a Tune trial is known by on both sides: its config hash (grid) or Tune trial id (Optuna)."""
+    cfg = getattr(trial, "config", None) or {}
+    if "space" in cfg:  # an Optuna trial: one run per Tune trial, tagged with the Tune trial id
+        return trial.trial_id
+    return (cfg.get("trial") or {}).get("config_hash") or trial.trial_id
+
+
+def recording_asha(stopped: dict):
+    """ASHAScheduler that also writes down each early stop it decides (trial key -> step), so the
+    driver knows which trials were stopped however their workers' last writes went."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    class RecordingASHA(ASHAScheduler):
+        def on_trial_result(self, tune_controller, trial, result):
+            action = super().on_trial_result(tune_controller, trial, result)
+            if action == TrialScheduler.STOP and not result.get("failed"):
+                stopped[trial_key(trial)] = int(result.get("step", 0))
+            return action
+
+    return RecordingASHA
+
+
+def failure_aware(searcher_cls):
+    """A searcher that records a permanently failed trial (its result has failed=1) as failed
+    (Optuna's FAIL state), not as a value."""
+
+    class FailureAware(searcher_cls):
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            if result and result.get("failed"):
+                return super().on_trial_complete(trial_id, None, error=True)
+            return super().on_trial_complete(trial_id, result, error)
+
+    return FailureAware
+
+
+class Progress(Callback):
+    """One console line per event: start, evaluation (the registry's progress metrics), completion, error."""
+
+    def __init__(self, log: Callable[[str], None], errors: dict):
+        self.log, self.errors = log, errors
+
+    @staticmethod
+    def _name(trial) -> str:
+        return getattr(trial, "custom_trial_name", None) or str(trial)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.log(f"  start   {self._name(trial)}  ({self._counts(trials)})")
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result.get("warnings"):
+            self.log(f"  warning {self._name(trial)}: {result['warnings']}")
+        if result.get("failed"):
+            return
+        parts = [f"step {int(result.get('step', 0))}"]
+        parts += [f"{key} {result[key]:.3f}" for key in PROGRESS if key in result]
+        self.log(f"  eval    {self._name(trial)}  " + "  ".join(parts))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        failed = (trial.last_result or {}).get("failed")
+        self.log(f"  {'failed' if failed else 'done':<7} {self._name(trial)}  ({self._counts(trials)})")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.errors[trial_key(trial)] = first_line(trial)
+        self.log(f"  error   {self._name(trial)}: {first_line(trial)}  ({self._counts(trials)})")
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self.log(f"  retry   {self._name(trial)}: {first_line(trial)}")
+
+    @staticmethod
+    def _counts(trials) -> str:
+        states = [t.status for t in trials]
+        return (f"running {states.count('RUNNING')}, done {states.count('TERMINATED')}, "
+                f"errored {states.count('ERROR')}, pending {states.count('PENDING')}")
+
+
+def first_line(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    try:
+        text = Path(path).read_text() if path else ""
+    except OSError:
+        text = ""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else "error"
