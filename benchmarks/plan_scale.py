@@ -17,7 +17,8 @@ from common import result  # noqa: E402
 
 
 def main() -> None:
-    from orchestrator.spec.sweep import SweepSpec, expand
+    from orchestrator.spec.expand import expand
+    from orchestrator.spec.sweep import SweepSpec
 
     spec = SweepSpec.from_dict({
         "name": "scale", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}},

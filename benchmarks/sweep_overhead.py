@@ -33,7 +33,8 @@ def main() -> None:
     import psutil
 
     from orchestrator.launch.launcher import Launcher
-    from orchestrator.spec.sweep import SweepSpec, expand
+    from orchestrator.spec.expand import expand
+    from orchestrator.spec.sweep import SweepSpec
 
     spec = SweepSpec.from_dict({
         "name": "bench-sweep",

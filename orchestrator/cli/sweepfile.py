@@ -19,8 +19,9 @@ from .common import UserError, load_yaml
 def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Path | None = None):
     """(spec, expansion) of a sweep file, or UserError listing every problem with the file name.
     Relative paths in it are relative to `base_dir`, by default `relative_to(path)`."""
-    from orchestrator.spec.trial import distinct_problems, environment_problems
-    from orchestrator.spec.sweep import SweepSpec, apply_smoke, expand, resolve_sweep_paths
+    from orchestrator.spec.expand import expand
+    from orchestrator.spec.paths import distinct_problems, environment_problems
+    from orchestrator.spec.sweep import SweepSpec, apply_smoke, resolve_sweep_paths
 
     data = load_yaml(path)
     resolve_sweep_paths(data, Path(base_dir) if base_dir is not None else relative_to(Path(path)))

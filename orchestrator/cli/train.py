@@ -38,8 +38,8 @@ def load_trial_config(path: str, overrides: list[str]):
     (the file's against its folder, the overrides' against the working directory), checked
     against this machine; UserError naming the file and field otherwise."""
     from gatedmodels.configbase import ConfigError
-
-    from orchestrator.spec.trial import TrialConfig, apply_overrides, environment_problems, resolve_paths
+    from orchestrator.spec.paths import environment_problems, resolve_paths
+    from orchestrator.spec.trial import TrialConfig, apply_overrides
 
     data = resolve_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:
@@ -71,8 +71,9 @@ def run(args) -> int:
     from gatedmodels.configbase import ConfigError
 
     cfg = load_trial_config(args.config, args.overrides)
-    from orchestrator.spec.trial import experiment_problem
     from orchestrator.launch.preflight import check_hub, check_tracking_uri
+    from orchestrator.spec.trial import experiment_problem
+
     from ..tracking import resolve_tracking_uri
 
     if args.experiment is not None and experiment_problem(args.experiment):

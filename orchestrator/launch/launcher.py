@@ -23,7 +23,8 @@ from orchestrator.launch.lock import SweepLock
 from orchestrator.launch.runs import SweepOutcome, SweepRuns, TrialRow  # noqa: F401  (TrialRow: re-exported)
 from orchestrator.launch.state import load_state, save_state, sweep_dir
 from orchestrator.ray.cluster import RayCluster, kill_stale_ray
-from orchestrator.spec.sweep import Expansion, SweepSpec
+from orchestrator.spec.expand import Expansion
+from orchestrator.spec.sweep import SweepSpec
 
 
 class Launcher:

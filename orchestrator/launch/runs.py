@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.launch.state import save_state
+from orchestrator.launch.summary import summary_markdown
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
-from orchestrator.spec.sweep import Expansion, ExpandedTrial, SweepSpec
+from orchestrator.spec.sweep import SweepSpec
 from orchestrator.tracking import RunLogger, client, get_or_create_experiment, redact_uri, search_all
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
-from orchestrator.launch.summary import summary_markdown
 
 
 @dataclass

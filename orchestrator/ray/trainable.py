@@ -19,7 +19,6 @@ import os
 from pathlib import Path
 
 from gatedmodels.configbase import set_dotted
-
 from orchestrator.ray.cluster import TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
 

@@ -13,9 +13,8 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 from gatedmodels.configbase import Config, _hints
-
-from orchestrator.spec.trial import TrialConfig
 from orchestrator.spec.sweep import SECTIONS, SweepSpec
+from orchestrator.spec.trial import TrialConfig
 
 
 def type_schema(tp: Any) -> dict:

@@ -1,4 +1,5 @@
-"""Sweep files: strict loading and expansion into validated trials.
+"""Sweep files: the typed spec (search, scheduler, resources, axes) and its strict loading; expansion
+into trials is `spec.expand`.
 
 A sweep file is a `SweepSpec`. Expansion takes the cartesian product of the `grid` axes and the
 `zip` groups (axes varied together), drops `exclude`d cells, normalises the gate of every cell
@@ -15,86 +16,27 @@ value an Optuna space can sample against the field it sets.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gatedmodels import GateConfig, ModelConfig
+from gatedmodels import ModelConfig
 from gatedmodels.configbase import Config, ConfigError, Issue, deep_merge, field_type, set_dotted, show
-
-from orchestrator.spec.trial import (MAX_STEPS, DataConfig, DeepSpeedConfig, EvalConfig, TrackingConfig, TrainConfig, TrialConfig,
-                     resolve_paths, resolve_value, touches_paths)
+from orchestrator.spec.bounds import MAX_STEPS
+from orchestrator.spec.data import DataConfig
+from orchestrator.spec.evaluation import EvalConfig
+from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths
+from orchestrator.spec.reported import metric_problem
+from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
+from orchestrator.spec.trial import TrackingConfig, TrialConfig
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "deepspeed": DeepSpeedConfig, "eval": EvalConfig}
 MAX_CELLS = 100_000
 """Most cells a sweep's grid and zip groups may expand to (10,000 validate in a third of a second)."""
 MAX_PROBES = 200
-"""Values of an Optuna `choice` checked against their field."""
-
-# What a trial reports to Ray Tune, the metrics a scheduler (ASHA) or a search (Optuna) can compare.
-# Ray checks every reported result for the scheduler's and the search's metric, so a metric must be
-# in all of them. One list, kept in step with the code that reports:
-# - at every evaluation and in the final result, by every trial (orchestrator/evaluation.py `evaluate`,
-#   reported by trial.py `Trainer.run` and tune_trial.py `trainable`):
-REPORTED_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "first_token_attn_uniform", "sink_ratio",
-                    "max_activation", "max_activation/peak", "max_activation/ratio", "value_norm_bos_ratio")
-# - the same, but only by gated models (`gate_statistics`: not by `none` or the G1 controls):
-GATE_METRICS = ("gate_score_mean", "gate_frac_below_1e-2", "gate_frac_below_1e-3")
-# - the same, but only on bigram-backcopy data (`BigramBackcopy.task_metrics`):
-BIGRAM_METRICS = ("bbc/trigger_loss", "bbc/copy_acc", "bbc/nontrigger_loss", "bbc/optimal_loss", "bbc/trigger_share")
-# - only in the final result (trial.py's final metrics, spikes.py's summary, the benchmarks of
-#   orchestrator/evals/suite.py when enabled): usable by a search whose trials evaluate only at the end.
-FINAL_METRICS = ("loss_spikes", "tokens_per_s", "train_time_s", "mmlu_acc", "mmlu_acc_macro")
-FINAL_PREFIXES = ("mmlu/", "ruler_avg/", "ruler/", "ppl/", "bpb/")
-"""mmlu/<subject>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
-
-
-def metric_problem(metric: str) -> str | None:
-    """Why `metric` is not a metric trials report, or None (whether each trial reports it: `_reports`)."""
-    if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
-        return None
-    return (f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS)}; or, reported "
-            f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}")
-
-
-def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str | None:
-    """Why a trial would not report `metric` in every result, or None."""
-    if metric in REPORTED_METRICS:
-        return None
-    if metric in GATE_METRICS:
-        gated = cfg.model.gate.position != "none" and cfg.model.gate.kind == "gate"
-        return None if gated else f"its model has no gate ({cfg.model.gate.label}), so it reports no {metric}"
-    if metric in BIGRAM_METRICS:
-        return None if cfg.data.source == "bigram-backcopy" else f"its data ({cfg.data.source}) is not bigram-backcopy"
-    train = cfg.train
-    if at_every_evaluation:
-        return f"{metric} is reported only when a trial ends, and the scheduler compares trials at each evaluation"
-    if 0 < train.eval_every < train.steps:
-        return (f"{metric} is reported only when a trial ends, and this trial also reports at every train.eval_every "
-                f"({train.eval_every}) steps; set train.eval_every: 0, or compare an evaluation metric such as val_loss")
-    ev = cfg.eval
-    if metric in ("mmlu_acc", "mmlu_acc_macro") or metric.startswith("mmlu/"):
-        subject = metric[len("mmlu/"):] if metric.startswith("mmlu/") else None
-        if not ev.mmlu.enabled:
-            return "it does not run MMLU (eval.mmlu.enabled)"
-        if subject is not None and ev.mmlu.subjects and subject not in ev.mmlu.subjects:
-            return f"its eval.mmlu.subjects do not include {subject!r}"
-    elif metric.startswith(("ruler_avg/", "ruler/")):
-        length = metric.rsplit("/", 1)[1]
-        if not ev.ruler.enabled or length not in {str(n) for n in ev.ruler.lengths}:
-            return f"it does not run RULER at length {length} (eval.ruler)"
-    elif metric.startswith(("ppl/", "bpb/")):
-        from orchestrator.spec.trial import _set_name
-
-        if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
-            return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
-    return None
-
-
 @dataclass(kw_only=True, frozen=True)
 class SearchConfig(Config):
     """How trials are chosen: the full grid, or Optuna within each grid arm."""
@@ -414,228 +356,6 @@ def _path_problems(path: str) -> list[Issue]:
             return [Issue("", f"unknown field {part!r} in {'.'.join(parts[:i])}{hint}; allowed: {', '.join(fields)}")]
         cls = field_type(cls, part)
     return []
-
-
-# ---- expansion -------------------------------------------------------------------------
-@dataclass
-class ExpandedTrial:
-    config: TrialConfig
-    config_hash: str
-    axes: dict[str, Any]
-    """The values of the varying axes for this trial (normalised)."""
-    name: str = ""
-
-
-@dataclass
-class Expansion:
-    trials: list[ExpandedTrial]
-    cells: int
-    excluded: int
-    duplicates: int
-    varying: list[str]
-    """Axes whose value differs between trials (the columns of the trial table)."""
-
-    @property
-    def arms(self) -> list[ExpandedTrial]:
-        return self.trials
-
-
-def _cells(spec: SweepSpec) -> list[dict[str, Any]]:
-    dims: list[list[dict[str, Any]]] = [[{path: v} for v in values] for path, values in spec.grid.items()]
-    for group in spec.zip:
-        n = len(next(iter(group.values())))
-        dims.append([{path: values[i] for path, values in group.items()} for i in range(n)])
-    out = []
-    for combo in itertools.product(*dims) if dims else [()]:
-        cell: dict[str, Any] = {}
-        for part in combo:
-            cell.update(part)
-        out.append(cell)
-    return out
-
-
-def _matches(cell: dict, entry: dict) -> bool:
-    return all(path in cell and cell[path] == value for path, value in entry.items())
-
-
-def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
-    """Expand and validate every cell; raise ConfigError (naming the cells) if any is invalid.
-
-    Each section (model, data, ...) of a cell depends only on the cell's axes inside that
-    section, so sections are built and validated once per distinct combination: a 10,000-cell
-    grid validates a handful of sections, not 10,000 trial configs from scratch."""
-    cells = _cells(spec)  # SweepSpec bounds their number (MAX_CELLS)
-    by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
-    for path in list(spec.grid) + [p for group in spec.zip for p in group]:
-        by_section[path.split(".")[0]].append(path)
-    cache: dict[tuple, Any] = {}
-    trials: list[ExpandedTrial] = []
-    seen: set[str] = set()
-    excluded = duplicates = 0
-    issues: list[Issue] = []
-    reported: set[str] = set()
-    for cell in cells:
-        if any(_matches(cell, entry) for entry in spec.exclude):
-            excluded += 1
-            continue
-        sections, errors = {}, []
-        for name, paths in by_section.items():
-            key = (name, repr([(p, cell[p]) for p in paths if p in cell]))
-            hit = cache.get(key)
-            if hit is None:
-                hit = cache[key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell})
-            if isinstance(hit, ConfigError):
-                errors += hit.issues
-            else:
-                sections[name] = hit
-        if not errors:
-            try:
-                cfg = TrialConfig(**sections, tracking=spec.tracking)
-            except ConfigError as err:
-                errors = err.issues
-        if errors:
-            where = "cell {" + ", ".join(f"{k}: {v}" for k, v in cell.items()) + "}" if cell else "base"
-            for issue in errors:
-                if str(issue) not in reported:
-                    reported.add(str(issue))
-                    issues.append(Issue(issue.path, f"{issue.message} (in {where})"))
-            continue
-        h = cfg.config_hash()
-        if h in seen:
-            duplicates += 1
-            continue
-        seen.add(h)
-        trials.append(ExpandedTrial(cfg, h, {}))
-    if issues:
-        raise ConfigError(issues, str(source) if source else None)
-    varying = _varying_axes(spec, trials)
-    for t in trials:
-        t.axes = {path: _axis_value(t.config, path) for path in varying}
-    zipped = {p for group in spec.zip for p in group}
-    _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
-    issues = _launch_problems(spec, trials)
-    if issues:
-        raise ConfigError(issues, str(source) if source else None)
-    return Expansion(trials, len(cells), excluded, duplicates, varying)
-
-
-def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue]:
-    """What Ray Tune would reject only once the sweep's runs are written: the scheduler's steps
-    against the trials' and a scheduler or search metric that some trial does not report."""
-    if not trials:
-        return []
-    out = []
-    sched = spec.scheduler
-    if sched is not None and sched.type == "asha":
-        steps = [(t.config.train.steps, t) for t in trials]
-        dist = spec.search.space.get("train.steps") if spec.search.type == "optuna" else None
-        shortest, first = min(steps, key=lambda st: st[0])
-        if dist is not None:  # Optuna may sample shorter trials
-            low = min(_space_values(dist))
-            if low < shortest:
-                shortest, first = low, None
-        where = f"trial {first.name}" if first is not None else "the search space's train.steps"
-        if sched.grace_period > shortest:
-            out.append(Issue("scheduler.grace_period", f"got {sched.grace_period}; allowed: <= train.steps of every trial "
-                                                       f"({int(shortest)}, {where})"))
-        lone = next((t for t in trials if not 0 < t.config.train.eval_every < t.config.train.steps), None)
-        if lone is not None:
-            out.append(Issue("scheduler", f"ASHA stops trials at their evaluations, but trial {lone.name} evaluates only at its "
-                                          f"end (train.eval_every {lone.config.train.eval_every}, train.steps "
-                                          f"{lone.config.train.steps}); set train.eval_every below train.steps, or drop the scheduler"))
-        out += _metric_problems("scheduler.metric", sched.metric, trials, at_every_evaluation=True)
-    if spec.search.type == "optuna":
-        out += _metric_problems("search.metric", spec.search.metric, trials, at_every_evaluation=False)
-    return out
-
-
-def _space_values(dist: dict) -> list[float]:
-    kind, args = next(iter(dist.items()))
-    values = args if kind == "choice" else list(numeric_bounds(args) or ())
-    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)] or [math.inf]
-
-
-def _metric_problems(where: str, metric: str, trials: list[ExpandedTrial], *, at_every_evaluation: bool) -> list[Issue]:
-    for t in trials:
-        reason = _reports(t.config, metric, at_every_evaluation=at_every_evaluation)
-        if reason:
-            return [Issue(where, f"got {show(metric)}, which trial {t.name} does not report ({reason}); every trial "
-                                 f"reports {', '.join(REPORTED_METRICS)}")]
-    return []
-
-
-def _build_section(name: str, base: Any, values: dict[str, Any]):
-    """One validated section (or the ConfigError saying why not)."""
-    data = copy.deepcopy(base) if isinstance(base, dict) else base
-    try:
-        if values and not isinstance(data, dict):
-            raise ConfigError([Issue(name, f"got {show(base)}; expected a mapping")])
-        for path, value in values.items():
-            set_dotted(data, path.split(".", 1)[1], value)
-        if name == "model" and isinstance(data, dict) and isinstance(data.get("gate"), dict):
-            data["gate"] = GateConfig.normalize_dict(data["gate"])
-        return SECTIONS[name].from_dict(data, path=name)
-    except ConfigError as err:
-        return err
-
-
-def _axis_value(cfg: TrialConfig, path: str) -> Any:
-    if path == "model.gate":
-        return cfg.model.gate.label
-    node: Any = cfg
-    for part in path.split("."):
-        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
-    return node
-
-
-def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
-    """Axis paths whose (normalised) values differ between trials; gate fields fold into one `model.gate` column."""
-    paths = list(spec.grid) + [p for group in spec.zip for p in group]
-    out: list[str] = []
-    gate_varies = False
-    for path in paths:
-        if path.startswith("model.gate"):
-            gate_varies = gate_varies or len({t.config.model.gate.label for t in trials}) > 1
-            continue
-        if len({repr(_axis_value(t.config, path)) for t in trials}) > 1:
-            out.append(path)
-    return (["model.gate"] if gate_varies else []) + out
-
-
-def _short(path: str, value: Any) -> str:
-    if path == "model.gate":
-        return str(value)
-    if path == "model.size":
-        return str(value)
-    if path == "train.seed":
-        return f"s{value}"
-    leaf = path.split(".")[-1]
-    if isinstance(value, float):
-        value = f"{value:g}"
-    return f"{leaf}={value}"
-
-
-def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[str] = frozenset()) -> None:
-    """Run names from the values that vary (e.g. `G1-elementwise-small-s0`), unique. A zipped
-    axis names only its departures from its most common value (`none-n_heads=48`, not
-    `none-n_kv_heads=4-n_heads=48-n_experts=128`)."""
-    from collections import Counter
-
-    usual = {}
-    for p in varying:
-        if p in zipped and p != "model.gate":  # the gate arm is always named
-            (value, n), *rest = Counter(repr(t.axes[p]) for t in trials).most_common()
-            if not rest or n > rest[0][1]:
-                usual[p] = value
-    counts: dict[str, int] = {}
-    for t in trials:
-        parts = [_short(p, t.axes[p]) for p in varying if usual.get(p) != repr(t.axes[p])]
-        name = "-".join(parts) or t.config.model.gate.label
-        t.name = name
-        counts[name] = counts.get(name, 0) + 1
-    for t in trials:
-        if counts[t.name] > 1:
-            t.name = f"{t.name}-{t.config_hash[:6]}"
 
 
 def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:

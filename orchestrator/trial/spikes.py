@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from orchestrator.spec.trial import SpikeConfig
+from orchestrator.spec.train import SpikeConfig
 
 
 class SpikeDetector:

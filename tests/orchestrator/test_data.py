@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from orchestrator.spec.trial import BigramBackcopyConfig, DataConfig
 from orchestrator.data import BigramBackcopy, DataUnavailable, build_trial_data
 from orchestrator.data.sources import load_documents, strip_wiki_markup
 from orchestrator.data.text import TextData
 from orchestrator.data.tokenizers import byte_tokenizer, gpt2_tokenizer, train_bpe
+from orchestrator.spec.data import BigramBackcopyConfig, DataConfig
 
 
 @pytest.fixture(scope="module", params=["shakespeare", "dirichlet"])

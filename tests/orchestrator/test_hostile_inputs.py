@@ -255,8 +255,8 @@ OVERRIDES = [
 
 @pytest.mark.parametrize("name, args, expected", OVERRIDES, ids=[c[0] for c in OVERRIDES])
 def test_train_refuses_hostile_overrides(tmp_path, monkeypatch, capsys, name, args, expected):
-    from orchestrator.trial import run as trial
     from orchestrator.cli.main import main
+    from orchestrator.trial import run as trial
 
     def accepted(*a, **k):
         raise AssertionError(f"{name} was accepted and would train")
@@ -390,7 +390,6 @@ def test_yaml_merge_keys_and_shipped_files_still_load(tmp_path):
 
 def test_every_numeric_limit_message_names_the_range():
     from gatedmodels.configbase import ConfigError
-
     from orchestrator.spec.trial import TrialConfig
 
     with pytest.raises(ConfigError) as err:

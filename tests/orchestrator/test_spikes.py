@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.spec.trial import SpikeConfig
+from orchestrator.spec.train import SpikeConfig
 from orchestrator.trial.spikes import SpikeDetector
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-
-from orchestrator.spec.sweep import SweepSpec, expand, load_sweep
+from orchestrator.spec.expand import expand
+from orchestrator.spec.sweep import SweepSpec, load_sweep
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -172,10 +172,11 @@ def test_reported_metrics_are_what_an_evaluation_reports(position):
     """The metric lists a scheduler and a search are checked against (orchestrator.sweep) are
     exactly what `evaluate` returns, for an ungated and a gated model on bigram-backcopy."""
     from gatedmodels import GatedTransformer, ModelConfig
-    from orchestrator.spec.trial import DataConfig, EvalConfig
     from orchestrator.data import build_trial_data
     from orchestrator.evals.heldout import evaluate
-    from orchestrator.spec.sweep import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
+    from orchestrator.spec.data import DataConfig
+    from orchestrator.spec.evaluation import EvalConfig
+    from orchestrator.spec.reported import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
 
     data = build_trial_data(DataConfig(source="bigram-backcopy", seq_len=16, bigram={"table": "dirichlet", "vocab_size": 8, "n_triggers": 1}), 0)
     model = GatedTransformer(ModelConfig.preset("tiny", vocab_size=data.vocab_size, gate={"position": position}))
