@@ -1,0 +1,3 @@
+"""Everything that touches Ray: the cluster (`cluster`: start, join, stop, stale-process clean-up,
+what fits), Tune's set-up (`tune`: grid, Optuna, ASHA, progress), the typed payload a trial receives
+(`payload`) and the trainable that runs it in a worker (`trainable`)."""

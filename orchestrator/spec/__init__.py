@@ -1,0 +1,4 @@
+"""What a user writes: typed trial configs (one module per section: data, train, evaluation; `trial`
+assembles them and hashes them), sweep specs (`sweep`), their expansion into named trials
+(`expand`), strict and bounded YAML loading (`files`), local paths (`paths`), the JSON Schema
+(`schema`). Torch-free: validating a sweep imports neither torch nor Ray."""
