@@ -13,12 +13,12 @@ import base64
 import html
 import struct
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
+from .cells import DASH, axis_headers, ci_text, delta_text, header_lines, mean_std, p_text, status_counts
 from .metrics import axis_text, fmt
 from .stats import Comparison
-from .tables import DASH, axis_headers, ci_text, delta_text, header_lines, mean_std, p_text, status_counts
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1400px;

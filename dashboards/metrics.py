@@ -1,42 +1,35 @@
 """The report's metric columns: which MLflow metrics, in what order, which way is better, and how
 their numbers are printed.
 
-The default columns are the paper's (REFERENCE §2-§3, Tables 1, 4 and 5): perplexity, MMLU,
-first-token attention (F-Attn), Gu et al.'s sink ratio, massive activations (M-Act), the mean
-gate score, loss spikes, throughput, and RULER averages per context length when a run has them.
-A column appears only when at least one run of the sweep logged it.
+The metrics and their directions come from the registry, `orchestrator.metrics`. The default
+columns are its `headline` metrics, the paper's (REFERENCE §2-§3, Tables 1, 4 and 5):
+perplexity, MMLU, first-token attention (F-Attn), Gu et al.'s sink ratio, massive activations
+(M-Act), the mean gate score, loss spikes, throughput, and RULER averages per context length
+when a run has them; Bigram-Backcopy runs add the registry's `bigram` metrics. A column appears
+only when at least one run of the sweep logged it.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Literal
 
-Direction = Literal["min", "max"] | None
+from orchestrator import metrics as registry
+from orchestrator.metrics import Better as Direction
 
-DEFAULT_METRICS = ("val_ppl", "mmlu_acc", "first_token_attn", "sink_ratio", "max_activation", "gate_score_mean",
-                   "loss_spikes", "tokens_per_s")
-RULER_PREFIX = "ruler_avg/"
-BIGRAM_METRICS = ("val_loss", "bbc/trigger_loss", "value_norm_bos_ratio")
-
-#: metric -> (short label for the terminal, better direction; None: no better side, e.g. the gate score)
-KNOWN: dict[str, tuple[str, Direction]] = {
-    "val_loss": ("loss", "min"),
-    "val_ppl": ("PPL", "min"),
-    "val_bpb": ("bpb", "min"),
-    "mmlu_acc": ("MMLU", "max"),
-    "first_token_attn": ("F-Attn", "min"),
-    "sink_ratio": ("sink", "min"),
-    "max_activation": ("M-Act", "min"),
-    "gate_score_mean": ("gate-score", None),
-    "loss_spikes": ("spikes", "min"),
-    "tokens_per_s": ("tok/s", "max"),
-    "value_norm_bos_ratio": ("v-BOS", None),
-    "bbc/copy_acc": ("copy", "max"),
-    "bbc/trigger_loss": ("trig.loss", "min"),
-}
+DEFAULT_METRICS = registry.names("headline")
+DEFAULT_FAMILIES = registry.prefixes("headline")
+"""Families whose members are default columns too (RULER averages per length)."""
+BIGRAM_METRICS = registry.names("bigram")
+BIGRAM_MARKERS = registry.names(when="eval", needs="bigram")
+"""A run that logged one of these is a Bigram-Backcopy run."""
+FIRST_TOKEN = registry.get("first_token_attn").name
+"""Drawn per layer (`first_token_attn/layer_i`) and shown with its uniform-attention level."""
+UNIFORM_FIRST_TOKEN = registry.get("first_token_attn_uniform").name
+TRAIN_LOSS = registry.get("train/loss").name
+"""The loss curves' metric."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +45,15 @@ class MetricSpec:
 
 
 def spec(key: str) -> MetricSpec:
-    """The column of a metric key; unknown keys get their own name and no better side, except
-    RULER averages (higher is better) and accuracies."""
-    if key in KNOWN:
-        label, better = KNOWN[key]
-        return MetricSpec(key, label, better)
-    if key.startswith(RULER_PREFIX):
-        return MetricSpec(key, f"RULER {_length_label(key[len(RULER_PREFIX):])}", "max")
+    """The column of a metric key: the registry's label and direction (a per-layer key is its
+    metric's with the layer, a family member its family's with the rest of the key: `RULER 4k`);
+    unknown keys get their own name, and a better side only when they are accuracies."""
+    m = registry.lookup(key)
+    if m is not None and m.prefix:
+        return MetricSpec(key, f"{m.label} {_length_label(key[len(m.name):])}", m.better)
+    if m is not None:
+        label = m.label if key == m.name else f"{m.label} L{key.rsplit('_', 1)[1]}"
+        return MetricSpec(key, label, m.better)
     if key.endswith("acc") or key.endswith("accuracy"):
         return MetricSpec(key, key.rsplit("/", 1)[-1], "max")
     return MetricSpec(key, key, None)
@@ -73,12 +68,14 @@ def _length_label(text: str) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def _ruler_sort_key(key: str) -> tuple[float, str]:
-    tail = key[len(RULER_PREFIX):]
+def _member_sort_key(key: str) -> tuple[int, float, str]:
+    """Family members by family, then by length (numbers), then by name."""
+    family = registry.lookup(key)
+    tail = key[len(family.name):]
     try:
-        return float(tail), key
+        return DEFAULT_FAMILIES.index(family.name), float(tail), key
     except ValueError:
-        return math.inf, key
+        return DEFAULT_FAMILIES.index(family.name), math.inf, key
 
 
 def choose(present: Iterable[str], requested: list[str] | None = None) -> list[MetricSpec]:
@@ -88,9 +85,9 @@ def choose(present: Iterable[str], requested: list[str] | None = None) -> list[M
         return [spec(k) for k in requested]
     present = set(present)
     keys = [k for k in DEFAULT_METRICS if k in present]
-    if "bbc/trigger_loss" in present:  # Bigram-Backcopy: the loss, the copy positions' loss, value drain at BOS
-        keys += [k for k in BIGRAM_METRICS if k in present]
-    keys += sorted((k for k in present if k.startswith(RULER_PREFIX)), key=_ruler_sort_key)
+    if present.intersection(BIGRAM_MARKERS):  # Bigram-Backcopy: the loss, the copy positions' loss, value drain at BOS
+        keys += [k for k in BIGRAM_METRICS if k in present and k not in keys]
+    keys += sorted((k for k in present if k.startswith(DEFAULT_FAMILIES) and k not in DEFAULT_FAMILIES), key=_member_sort_key)
     return [spec(k) for k in keys]
 
 

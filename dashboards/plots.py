@@ -1,26 +1,32 @@
-"""Comparison plots of a sweep as PNG files (matplotlib, Agg backend: no display needed).
+"""The plots, as PNG files (matplotlib, Agg backend: no display needed): a sweep's comparison
+(`dashboards.report`) and one trial's own (`orchestrator.trial`, logged as its artifacts).
 
-Each function draws plain data (lists of numbers and labels, gathered by `dashboards.report`)
-into one file and returns its path:
+Each function draws plain data (lists of numbers and labels) into one file and returns its path.
+Comparison of a sweep's configurations:
 - `loss_curves`: training loss of each configuration's seeds overlaid, loss spikes marked;
-- `first_token_per_layer`: first-token attention per layer per variant, uniform level dashed;
+- `first_token_layers`: first-token attention per layer per variant, uniform level dashed;
 - `attention_pair`: one attention map of the baseline beside the same layer of a gated variant;
 - `gate_histograms`: distribution of gate scores per gated variant (all layers pooled);
 - `metric_vs_axis`: each metric against one axis, every finished run a dot, level means joined.
+One trial, drawn by the same code: `loss_curve` (with its 0.9-EMA), `first_token_per_layer`,
+`attention_map` (any 2-D array: a list of lists, a NumPy array or a CPU tensor) and
+`gate_histogram` (one line per layer).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 DPI = 100
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -74,8 +80,8 @@ def loss_curves(curves: Sequence[Curve], path: Path, title: str = "training loss
     return _save(fig, path)
 
 
-def first_token_per_layer(variants: Sequence[tuple[str, list[float]]], uniform: float | None, path: Path,
-                          title: str = "first-token attention per layer") -> Path:
+def first_token_layers(variants: Sequence[tuple[str, list[float]]], uniform: float | None, path: Path,
+                       title: str = "first-token attention per layer") -> Path:
     n_layers = max((len(v) for _, v in variants), default=0)
     fig, ax = plt.subplots(figsize=(max(5.0, min(12.0, 1.0 + 0.35 * n_layers * max(1, len(variants)))), 3.8))
     width = 0.8 / max(1, len(variants))
@@ -93,22 +99,27 @@ def first_token_per_layer(variants: Sequence[tuple[str, list[float]]], uniform: 
     return _save(fig, path)
 
 
-def attention_pair(left: tuple[str, list[list[float]]], right: tuple[str, list[list[float]]], path: Path,
-                   title: str = "") -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.9))
+def attention_maps(panels: Sequence[tuple[str, Any]], path: Path, title: str = "") -> Path:
+    """Attention maps side by side: (label, (T, S) matrix of probabilities) each."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(0.4 + 4.0 * len(panels), 3.9), squeeze=False)
+    axes = list(axes[0])
     im = None
-    for ax, (label, matrix) in zip(axes, (left, right)):
-        im = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    for ax, (label, matrix) in zip(axes, panels):
+        im = ax.imshow(np.asarray(matrix, dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("key position")
     axes[0].set_ylabel("query position")
     if im is not None:
-        fig.colorbar(im, ax=list(axes), fraction=0.03)
+        fig.colorbar(im, ax=axes, fraction=0.03 if len(axes) > 1 else 0.046)
     if title:
         fig.suptitle(title, fontsize=10, y=1.04)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def attention_pair(left: tuple[str, Any], right: tuple[str, Any], path: Path, title: str = "") -> Path:
+    return attention_maps([left, right], path, title)
 
 
 def gate_histograms(variants: Sequence[tuple[str, list[list[int]]]], path: Path, title: str = "gate scores") -> Path:
@@ -177,3 +188,36 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+# ---- one trial ----------------------------------------------------------------------------------
+SPIKE_RULES = ("sigma", "ema")
+"""Spike events a trial's loss curve marks (not the gradient-norm rule's)."""
+
+
+def loss_curve(steps: list[int], losses: list[float], spikes: list[dict], path: Path, title: str = "") -> Path:
+    """One trial's training loss, its 0.9-EMA, and its loss spikes (`SpikeDetector.events`)."""
+    ema, smooth = None, []
+    for v in losses:
+        ema = v if ema is None else 0.9 * ema + 0.1 * v
+        smooth.append(ema)
+    marks = [(int(e["step"]), float(e["loss"])) for e in spikes if e.get("rule") in SPIKE_RULES]
+    curves = [Curve("train loss", 0, list(steps), list(losses), marks)]
+    if losses:
+        curves.append(Curve("0.9-EMA", 1, list(steps), smooth))
+    return loss_curves(curves, path, title or "training loss")
+
+
+def first_token_per_layer(values: list[float], uniform: float | None, path: Path, title: str = "") -> Path:
+    """One trial's first-token attention per layer."""
+    return first_token_layers([("mean over heads", list(values))], uniform, path, title or "first-token attention per layer")
+
+
+def attention_map(attn_TS: Any, path: Path, title: str = "") -> Path:
+    """One (T, S) attention map."""
+    return attention_maps([(title or "attention map", attn_TS)], path)
+
+
+def gate_histogram(hist: list[list[int]], path: Path, title: str = "") -> Path:
+    """One trial's gate scores, one line per layer (`hist`: per-layer counts over equal bins of [0, 1])."""
+    return gate_histograms([(f"layer {i}", [counts]) for i, counts in enumerate(hist)], path, title or "gate-score histogram")

@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
+from orchestrator.tracking import names
 
 from . import html as html_report
 from . import tables
-from .metrics import axis_text
+from .artifacts import ArtifactCache, metric_history
+from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
+from .records import BASELINE_GATE, GATE_AXIS, StoreError, finite
 from .stats import Comparison, Row, compare, sort_value
-from .store import ArtifactCache, BASELINE_GATE, GATE_AXIS, StoreError, finite, metric_history, open_client, read_sweep
+from .store import open_client, read_sweep
 
 MAX_CURVE_ROWS = 8
 """Configurations drawn in the overlaid plots (loss curves, per-layer attention, histograms)."""
 MAX_SEEDS_PER_CURVE = 3
 MAX_AXIS_PANELS = 6
 """Metrics drawn against each axis: the first columns (all of them are in the tables)."""
-ARTIFACT_DIR = "report"
+ARTIFACT_DIR = names.REPORT_DIR
 REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex")
 LOGGED = ("report.md", "report.html", "report.csv")
 
@@ -116,7 +120,8 @@ def _clear_previous(out: Path) -> None:
 
 
 # ---- plots ----------------------------------------------------------------------------------
-PLOT_FILES = ("loss_curves.png", "first_token_attn_per_layer.png", "attention_maps.png", "gate_histograms.png")
+LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS = PLOT_FILES = (
+    "loss_curves.png", "first_token_attn_per_layer.png", "attention_maps.png", "gate_histograms.png")
 
 
 def primary_metric(comp: Comparison) -> str | None:
@@ -158,28 +163,28 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
     curves: list = []
     for g, row in enumerate(rows):
         for run in list(row.counted.values())[:MAX_SEEDS_PER_CURVE]:
-            steps, values = metric_history(cl, run.run_id, "train/loss")
+            steps, values = metric_history(cl, run.run_id, TRAIN_LOSS)
             if not steps:
                 continue
-            spikes = cache.get(run, "spikes.json") or {}
+            spikes = cache.get(run, names.SPIKES_ARTIFACT) or {}
             rule = (spikes.get("rules") or {}).get("rule")
             events = [e for e in spikes.get("events") or [] if isinstance(e, dict) and (rule is None or e.get("rule") == rule)]
             marks = [(int(e["step"]), float(e["loss"])) for e in events if finite(e.get("loss")) and "step" in e]
             curves.append(plots.Curve(labels[id(row)], g, steps, values, marks))
     if curves:
         seeds = min(MAX_SEEDS_PER_CURVE, max(r.n for r in rows))
-        made.append((plots.loss_curves(curves, out / "loss_curves.png", f"training loss, sweep {comp.sweep.name}"),
-                     f"Training loss (train/loss) of each configuration, up to {seeds} seeds in one colour; red x: loss "
+        made.append((plots.loss_curves(curves, out / LOSS_CURVES, f"training loss, sweep {comp.sweep.name}"),
+                     f"Training loss ({TRAIN_LOSS}) of each configuration, up to {seeds} seeds in one colour; red x: loss "
                      f"spikes counted by the trial's rule (spikes.json){note}."))
 
     # first-token attention per layer
     variants = []
     for row in rows:
-        per_layer = _per_layer_means(row, "first_token_attn")
+        per_layer = _per_layer_means(row, FIRST_TOKEN)
         if per_layer:
             variants.append((labels[id(row)], per_layer))
     if variants:
-        made.append((plots.first_token_per_layer(variants, comp.uniform_first_token, out / "first_token_attn_per_layer.png"),
+        made.append((plots.first_token_layers(variants, comp.uniform_first_token, out / FIRST_TOKEN_LAYERS),
                      "First-token attention per layer (mean over seeds; attention on key 0 over queries ≥ 1, mean over "
                      f"heads), dashed: uniform attention{note}."))
 
@@ -187,7 +192,7 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
     pair = _attention_pair(comp, cache)
     if pair is not None:
         (bl, bmap), (gl, gmap), caption = pair
-        made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / "attention_maps.png",
+        made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / ATTENTION_MAPS,
                                           "attention map, baseline beside gated"), caption))
 
     # gate-score histograms
@@ -195,13 +200,13 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
     for row in rows:
         if row.axes.get(GATE_AXIS) == BASELINE_GATE:
             continue
-        probes = cache.get(_representative(row), "probes.json") or {}
+        probes = cache.get(_representative(row), names.PROBES_ARTIFACT) or {}
         gh = probes.get("gate_histogram")
         counts = gh.get("counts") if isinstance(gh, dict) else None
         if counts and all(isinstance(c, list) and c for c in counts):
             hists.append((labels[id(row)], counts))
     if hists:
-        made.append((plots.gate_histograms(hists, out / "gate_histograms.png", "gate-score distribution"),
+        made.append((plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution"),
                      "Gate scores on held-out data, all layers pooled (probes.json of each configuration's lowest seed); "
                      f"log scale: sparse gates pile up near 0{note}."))
 
@@ -264,12 +269,12 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
         if not sibs:
             continue
         g1 = [r for r in sibs if r.axes[GATE_AXIS] == "G1-elementwise"]
-        fta = lambda r: r.stats["first_token_attn"].mean if "first_token_attn" in r.stats and r.stats["first_token_attn"].mean is not None else math.inf  # noqa: E731
+        fta = lambda r: r.stats[FIRST_TOKEN].mean if FIRST_TOKEN in r.stats and r.stats[FIRST_TOKEN].mean is not None else math.inf
         gated = g1[0] if g1 else min(sibs, key=fta)
         maps = []
         for row in (base, gated):
             run = _representative(row)
-            probes = cache.get(run, "probes.json") or {}
+            probes = cache.get(run, names.PROBES_ARTIFACT) or {}
             am = [m for m in probes.get("attention_maps") or [] if isinstance(m, dict) and m.get("matrix")]
             if not am:
                 break

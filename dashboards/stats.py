@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .metrics import MetricSpec, axis_text, choose
-from .store import BASELINE_GATE, GATE_AXIS, STATES, RunRecord, SweepRuns, finite
+from orchestrator.tracking import STATES
+
+from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, axis_text, choose
+from .records import BASELINE_GATE, GATE_AXIS, RunRecord, SweepRuns, finite
 
 
 def is_seed_axis(path: str) -> bool:
@@ -82,7 +84,7 @@ class Row:
     stats: dict[str, Stat] = field(default_factory=dict)
     deltas: dict[str, Delta] = field(default_factory=dict)
     best: set[str] = field(default_factory=set)
-    baseline: "Row | None" = None
+    baseline: Row | None = None
     is_baseline: bool = False
 
     @property
@@ -276,8 +278,8 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
                 if d is not None:
                     row.deltas[m.key] = d
     _mark_best(rows, specs)
-    uniform = [r.metrics["first_token_attn_uniform"] for row in rows for r in row.counted.values()
-               if finite(r.metrics.get("first_token_attn_uniform"))]
+    uniform = [r.metrics[UNIFORM_FIRST_TOKEN] for row in rows for r in row.counted.values()
+               if finite(r.metrics.get(UNIFORM_FIRST_TOKEN))]
     return Comparison(sweep=sweep, axes=axes, seed_axes=seed_axes, metrics=specs, rows=rows,
                       effects=main_effects(rows, axes, specs), together=together(rows, axes), unfinished=sorted(unfinished, key=lambda r: r.name),
                       superseded=sorted(superseded, key=lambda r: r.name),

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels.configbase import ConfigError, Issue
-
 from orchestrator.spec.files import UserError, load_yaml
 
 
@@ -24,6 +23,17 @@ def writable_dir(path: str | Path, flag: str) -> Path:
     except OSError as err:
         raise UserError(f"{flag}: {p} is not a writable folder ({err.strerror or err})") from None
     return p
+
+
+def tracking_uri(explicit: str | None, configured: str | None = None) -> str:
+    """The absolute tracking URI: --tracking-uri, else the file's tracking.uri, else
+    MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db; UserError for one MLflow cannot use."""
+    from orchestrator.tracking import resolve_tracking_uri
+
+    try:
+        return resolve_tracking_uri(explicit or configured)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
 
 
 def config_error(err: ConfigError, source: str | Path) -> UserError:

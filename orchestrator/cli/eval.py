@@ -9,7 +9,7 @@ import json
 import re
 from pathlib import Path
 
-from .common import UserError, print_table
+from .common import UserError, print_table, tracking_uri
 
 TASKS = ("mmlu", "ruler", "ppl")
 
@@ -56,12 +56,11 @@ def run(args) -> int:
     import torch
 
     from gatedmodels import GatedTransformer
-    from gatedmodels.configbase import ConfigError
-
     from orchestrator.spec.trial import TrialConfig
+
     from ..data import DataUnavailable, build_trial_data
     from ..evals.suite import run_benchmarks
-    from ..tracking import RunLogger, resolve_tracking_uri
+    from ..tracking import RunLogger
 
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     bad = [t for t in tasks if t not in TASKS]
@@ -69,10 +68,7 @@ def run(args) -> int:
         raise UserError(f"--tasks: got {args.tasks!r}; allowed: {', '.join(TASKS)} (comma-separated)")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
-    try:
-        uri = resolve_tracking_uri(args.tracking_uri)
-    except ConfigError as err:
-        raise UserError(str(err)) from None
+    uri = tracking_uri(args.tracking_uri)
     model_path, run_id = _locate(args.target, uri)
     blob = torch.load(model_path, map_location="cpu", weights_only=True)
     cfg = TrialConfig.from_dict(blob["config"])

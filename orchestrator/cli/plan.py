@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from .common import print_table
 
@@ -40,7 +39,10 @@ def model_costs(expansion) -> dict[str, tuple[int, int]]:
 
 def finished_hashes(uri: str, experiment: str) -> set[str]:
     """Finished config hashes, without creating a store that does not exist yet."""
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
+    from orchestrator.tracking import sqlite_path
+
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
         return set()
     from orchestrator.launch.runs import finished_runs
 

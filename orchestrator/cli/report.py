@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 
-from .common import UserError
+from .common import UserError, tracking_uri
 
 FORMATS = ("table", "md", "html", "csv", "latex")
 
@@ -36,21 +36,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from gatedmodels.configbase import ConfigError
-
     from dashboards.report import build_report
     from dashboards.store import StoreError
     from dashboards.tables import RENDERERS
 
-    from ..tracking import redact_uri, resolve_tracking_uri
+    from ..tracking import redact_uri
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     if not args.name and not args.parent:
         raise UserError("name a sweep (gatesweep report NAME) or pass --parent RUN_ID")
-    try:
-        uri = resolve_tracking_uri(args.tracking_uri)
-    except ConfigError as err:
-        raise UserError(str(err)) from None
+    uri = tracking_uri(args.tracking_uri)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     if args.metrics is not None and not metrics:
         raise UserError("--metrics: expected comma-separated metric names, e.g. val_ppl,first_token_attn")

@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatedmodels.configbase import ConfigError
-
-from .common import UserError, writable_dir
+from .common import UserError, tracking_uri, writable_dir
 
 CONFIRM_ABOVE = 500
 
@@ -38,12 +36,7 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_uri(args, spec) -> str:
-    from ..tracking import resolve_tracking_uri
-
-    try:
-        return resolve_tracking_uri(args.tracking_uri or spec.tracking.uri)
-    except ConfigError as err:
-        raise UserError(str(err)) from None
+    return tracking_uri(args.tracking_uri, spec.tracking.uri)
 
 
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
@@ -88,12 +81,13 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
-    from orchestrator.launch.summary import summary_rows
+    from dashboards.summary import summary_rows
+
     from .common import print_table
 
     file = file or sys.stdout
     print(file=file)
-    print_table(summary_rows(outcome), file=file)
+    print_table(summary_rows([vars(r) for r in outcome.rows]), file=file)
     for r in outcome.rows:
         if r.reason:
             kind = f" [{r.outcome}]" if r.outcome and r.outcome not in ("stopped", "interrupted") else ""

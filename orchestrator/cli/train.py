@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .common import UserError, config_error, load_yaml, print_table, writable_dir
+from .common import UserError, config_error, load_yaml, print_table, tracking_uri, writable_dir
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -68,20 +68,15 @@ def _read_meta(path: Path, *, fresh: bool) -> dict:
 
 
 def run(args) -> int:
-    from gatedmodels.configbase import ConfigError
 
     cfg = load_trial_config(args.config, args.overrides)
     from orchestrator.launch.preflight import check_hub, check_tracking_uri
     from orchestrator.spec.trial import experiment_problem
 
-    from ..tracking import resolve_tracking_uri
 
     if args.experiment is not None and experiment_problem(args.experiment):
         raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
-    try:
-        uri = resolve_tracking_uri(args.tracking_uri or cfg.tracking.uri)
-    except ConfigError as err:
-        raise UserError(str(err)) from None
+    uri = tracking_uri(args.tracking_uri, cfg.tracking.uri)
     check_hub([cfg], source=args.config)  # before anything is written
     check_tracking_uri(uri)
     run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"

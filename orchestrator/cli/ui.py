@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .common import UserError
+from .common import UserError, tracking_uri
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0
@@ -45,10 +45,13 @@ def port_free(port: int) -> bool:
 
 
 def server_command(uri: str, port: int) -> list[str]:
+    from ..tracking import artifacts_folder
+
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", HOST, "--port", str(port),
            "--workers", "1"]
-    if uri.startswith("sqlite:///"):  # artifacts uploaded through the UI go beside the database, as the sweeps' do
-        cmd += ["--artifacts-destination", str(Path(uri[len("sqlite:///"):]).parent / "mlartifacts")]
+    folder = artifacts_folder(uri)
+    if folder is not None:  # artifacts uploaded through the UI go beside the database, as the sweeps' do
+        cmd += ["--artifacts-destination", str(folder)]
     return cmd
 
 
@@ -86,37 +89,25 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 
 def sweep_links(uri: str, sweep: str | None) -> list[tuple[str, str, str]]:
     """(label, experiment id, parent run id) of the named sweep, or of the newest few sweeps."""
-    from dashboards.store import find_parent, open_client, search_all, experiment_ids
+    from dashboards.store import experiment_ids, find_parent, open_client, sweep_parents
 
     cl = open_client(uri)
     if sweep:
         run, _ = find_parent(cl, sweep)
         return [(sweep, run.info.experiment_id, run.info.run_id)]
-    ids = experiment_ids(cl)
-    parents = search_all(cl, ids, "tags.`gatesweep.kind` = 'sweep'", order_by=["attributes.start_time DESC"]) if ids else []
-    out, seen = [], set()
-    for run in parents:
-        name = run.data.tags.get("gatesweep.sweep", "?")
-        if name not in seen:
-            seen.add(name)
-            out.append((name, run.info.experiment_id, run.info.run_id))
-    return out[:10]
+    newest = sweep_parents(cl, experiment_ids(cl))
+    return [(name, run.info.experiment_id, run.info.run_id) for name, run in newest.items()][:10]
 
 
 def run(args) -> int:
-    from gatedmodels.configbase import ConfigError
-
     from dashboards.store import StoreError, check_store
 
-    from ..tracking import redact_uri, resolve_tracking_uri
+    from ..tracking import redact_uri, scheme_of
 
     if not 1 <= args.port <= 65535:
         raise UserError(f"--port: got {args.port}; allowed: 1..65535")
-    try:
-        uri = resolve_tracking_uri(args.tracking_uri)
-    except ConfigError as err:
-        raise UserError(str(err)) from None
-    if uri.startswith(("http://", "https://")):
+    uri = tracking_uri(args.tracking_uri)
+    if scheme_of(uri) in ("http", "https"):
         print(f"the store is already an MLflow server: open {redact_uri(uri)}")
         return 0
     try:
@@ -129,7 +120,7 @@ def run(args) -> int:
 
     base = f"http://{HOST}:{args.port}"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    log = tempfile.NamedTemporaryFile(prefix="gatesweep-ui-", suffix=".log", delete=False)
+    log = tempfile.NamedTemporaryFile(prefix="gatesweep-ui-", suffix=".log", delete=False)  # noqa: SIM115 (open for the server's life; closed in finally)
     proc = subprocess.Popen(server_command(uri, args.port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)
     # Ctrl-C and SIGTERM both stop the server (SIGINT is set explicitly: a shell's background

@@ -59,16 +59,16 @@ def check_hub(configs, *, source=None) -> None:
 # ---- MLflow --------------------------------------------------------------------------------
 def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
     """UserError unless the (resolved, absolute) tracking URI can be used from here."""
-    from orchestrator.tracking import redact_uri
+    from orchestrator.tracking import file_store_path, redact_uri, scheme_of, sqlite_path
 
     shown = redact_uri(uri)
-    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower()
+    scheme = scheme_of(uri)
     if scheme in ("http", "https"):
         _check_http_store(uri, shown, timeout)
     elif scheme == "sqlite":
-        _check_sqlite_store(Path(uri[len("sqlite:///"):]), shown)
+        _check_sqlite_store(sqlite_path(uri), shown)
     elif scheme == "file":
-        path = Path(urlsplit(uri).path)
+        path = file_store_path(uri)
         if path.exists() and not path.is_dir():
             raise UserError(f"tracking URI {shown}: {path} is a file; a file store is a folder")
         _check_writable_folder(path if path.is_dir() else path.parent, shown)

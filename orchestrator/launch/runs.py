@@ -11,13 +11,13 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dashboards.summary import summary_markdown
 from orchestrator.launch.state import save_state
-from orchestrator.launch.summary import summary_markdown
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.tracking import RunLogger, client, get_or_create_experiment, redact_uri, search_all
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, run_outcome, run_state, search_all
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
 
 
@@ -58,7 +58,7 @@ def finished_runs(uri: str, experiment: str) -> dict[str, object]:
         return {}
     out: dict[str, object] = {}
     for run in search_all(cl, [exp.experiment_id], "attributes.status = 'FINISHED'"):
-        h = run.data.tags.get("gatesweep.config_hash")
+        h = run.data.tags.get(names.CONFIG_HASH_TAG)
         if h and h not in out:
             out[h] = run
     return out
@@ -72,7 +72,7 @@ def refuse_live_driver(cl, exp_id: str, name: str) -> None:
     running = cl.search_runs([exp_id], filter_string=f"tags.`gatesweep.sweep` = '{name}' and tags.`gatesweep.kind` = 'sweep' "
                              "and attributes.status = 'RUNNING'", max_results=100)
     for run in running:
-        host, _, pid = run.data.tags.get("gatesweep.driver", "").rpartition(":")
+        host, _, pid = run.data.tags.get(names.DRIVER_TAG, "").rpartition(":")
         if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
             try:
                 cmd = " ".join(psutil.Process(int(pid)).cmdline())
@@ -100,18 +100,19 @@ class SweepRuns:
         driver = f"{socket.gethostname()}:{os.getpid()}"
         if parent:
             cl.update_run(parent, status="RUNNING")
-            cl.set_tag(parent, "gatesweep.driver", driver)
+            cl.set_tag(parent, names.DRIVER_TAG, driver)
         else:
             refuse_live_driver(cl, exp_id, self.spec.name)
             self.state["source"] = str(self.source)
-            tags = {"gatesweep.sweep": self.spec.name, "gatesweep.kind": "sweep", "mlflow.note.content": self.spec.description,
-                    "gatesweep.tracking_uri": redact_uri(self.uri), "gatesweep.driver": driver}
+            tags = {names.SWEEP_TAG: self.spec.name, names.KIND_TAG: "sweep", names.NOTE_TAG: self.spec.description,
+                    names.TRACKING_URI_TAG: redact_uri(self.uri), names.DRIVER_TAG: driver}
             parent = cl.create_run(exp_id, run_name=self.spec.name, tags=tags).info.run_id
             logger = RunLogger(self.uri, parent)
             e = self.expansion
             logger.log_params({"sweep.cells": e.cells, "sweep.trials": len(e.trials), "sweep.excluded": e.excluded,
                                "sweep.duplicates": e.duplicates, "sweep.search": self.spec.search.type,
-                               "sweep.axes": ",".join(e.varying) or "-"})
+                               "sweep.axes": ",".join(e.varying) or "-",
+                               names.SWEEP_SPACE_PARAM: ",".join(self.spec.search.space) or "-"})
             logger.log_artifact(self.source)
         self.state.update({"name": self.spec.name, "parent_run_id": parent, "experiment": self.experiment,
                            "sweep_file": str(self.dir / "sweep.yaml"), "trials": self.state.get("trials", {})})
@@ -132,8 +133,8 @@ class SweepRuns:
             if self.spec.search.type == "grid" and t.config_hash in done:
                 run = done[t.config_hash]
                 row.run_id, row.status, row.metrics = run.info.run_id, "skipped", dict(run.data.metrics)
-                if run.data.tags.get("mlflow.parentRunId") != parent:
-                    cl.set_tag(run.info.run_id, f"gatesweep.also_in.{self.spec.name}", parent)
+                if run.data.tags.get(names.PARENT_TAG) != parent:
+                    cl.set_tag(run.info.run_id, names.also_in_tag(self.spec.name), parent)
                 continue
             payloads.append(self._payload(t, parent, cl, exp_id, row))
         save_state(self.dir, self.state)
@@ -158,9 +159,9 @@ class SweepRuns:
         if run_id is None and self.spec.search.type == "grid":
             if run_dir.exists():  # a previous launch's checkpoints belong to another run
                 shutil.rmtree(run_dir, ignore_errors=True)
-            tags = {"gatesweep.sweep": self.spec.name, "gatesweep.config_hash": t.config_hash,
-                    "gatesweep.trial_name": t.name, "mlflow.parentRunId": parent,
-                    **{f"gatesweep.axis.{k}": str(v) for k, v in t.axes.items()}}
+            tags = {names.SWEEP_TAG: self.spec.name, names.CONFIG_HASH_TAG: t.config_hash,
+                    names.TRIAL_NAME_TAG: t.name, names.PARENT_TAG: parent,
+                    **{names.axis_tag(k): str(v) for k, v in t.axes.items()}}
             run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
             cl.update_run(run_id, status="SCHEDULED")
         row.run_id = run_id
@@ -170,7 +171,7 @@ class SweepRuns:
             config=t.config.to_dict(), config_hash=t.config_hash, name=t.name, run_id=run_id, run_dir=str(run_dir),
             tracking_uri=redact_uri(self.uri), experiment=self.experiment, parent_run_id=parent, sweep=self.spec.name,
             workers=res.workers_per_trial, cpus=res.cpus_per_worker, gpus=res.gpus_per_worker,
-            tags={f"gatesweep.axis.{k}": str(v) for k, v in t.axes.items()}, judged_by=self.judged_by())
+            tags={names.axis_tag(k): str(v) for k, v in t.axes.items()}, judged_by=self.judged_by())
 
     def judged_by(self) -> list[str]:
         """The metrics the scheduler and searcher read from every result."""
@@ -193,14 +194,14 @@ class SweepRuns:
         by_id = {r.info.run_id: r for r in children}
         rows = list(self.rows.values())
         if self.spec.search.type == "optuna":
-            rows = [TrialRow(run.data.tags.get("gatesweep.trial_name", run.info.run_name), run.data.tags.get("gatesweep.config_hash", ""),
+            rows = [TrialRow(run.data.tags.get(names.TRIAL_NAME_TAG, run.info.run_name), run.data.tags.get(names.CONFIG_HASH_TAG, ""),
                              run.info.run_id, axes={}) for run in children]
         for row in rows:
             run = by_id.get(row.run_id) if row.run_id else None
             if run is None:
                 continue
             tags = run.data.tags
-            key = tags.get("gatesweep.tune_trial_id") or row.config_hash
+            key = tags.get(names.TUNE_TRIAL_ID_TAG) or row.config_hash
             row.metrics = dict(run.data.metrics)
             status = run.info.status
             if status == "FINISHED":
@@ -212,12 +213,9 @@ class SweepRuns:
                     cl.set_tag(row.run_id, STOPPED_TAG, row.reason)
                     cl.set_tag(row.run_id, OUTCOME_TAG, "stopped")
                     cl.set_terminated(row.run_id, status="KILLED")
-            elif status == "FAILED":
-                row.status, row.outcome = "failed", tags.get(OUTCOME_TAG, "crashed")
-                row.reason = tags.get(REASON_TAG, "") or "failed (no reason recorded)"
-            elif status == "KILLED" and STOPPED_TAG in tags:
-                row.status, row.outcome, row.reason = "stopped", "stopped", tags[STOPPED_TAG]
-            elif interrupted or error or (status == "KILLED" and tags.get(OUTCOME_TAG) == "interrupted"):
+            elif (state := run_state(status, tags)).state in ("failed", "stopped"):
+                row.status, row.reason, row.outcome = state.state, state.reason, run_outcome(status, tags)
+            elif interrupted or error or state.state == "interrupted":
                 row.status, row.outcome = "interrupted", "interrupted"
                 why = "interrupted" if interrupted or not error else f"not run to the end: the sweep stopped ({error[:200]})"
                 row.reason = f"{why}; `gatesweep resume {self.spec.name}` continues it"
@@ -239,10 +237,10 @@ class SweepRuns:
         counts: dict[str, int] = {}
         for r in outcome.rows:
             counts[r.status] = counts.get(r.status, 0) + 1
-        cl.set_tag(outcome.parent_run_id, "gatesweep.counts", json.dumps(counts))
+        cl.set_tag(outcome.parent_run_id, names.COUNTS_TAG, json.dumps(counts))
         if outcome.error:
             cl.set_tag(outcome.parent_run_id, REASON_TAG, outcome.error[:4000])
-        cl.log_text(outcome.parent_run_id, summary_markdown(outcome), "summary.md")
+        cl.log_text(outcome.parent_run_id, summary_markdown(outcome.name, [vars(r) for r in outcome.rows]), names.SUMMARY_ARTIFACT)
         if outcome.interrupted:
             cl.set_terminated(outcome.parent_run_id, status="KILLED")
         else:

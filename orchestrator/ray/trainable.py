@@ -21,6 +21,7 @@ from pathlib import Path
 from gatedmodels.configbase import set_dotted
 from orchestrator.ray.cluster import TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.tracking import names
 
 
 def _payload_of(config: dict) -> TrialPayload:
@@ -56,7 +57,7 @@ def _context(payload: TrialPayload, report, num_threads: int | None):
     return TrialContext(
         run_dir=Path(payload.run_dir), tracking_uri=_uri(payload), experiment=payload.experiment,
         run_id=payload.run_id, run_name=payload.name, parent_run_id=payload.parent_run_id,
-        tags={"gatesweep.sweep": payload.sweep, "gatesweep.trial_name": payload.name, **payload.tags},
+        tags={names.SWEEP_TAG: payload.sweep, names.TRIAL_NAME_TAG: payload.name, **payload.tags},
         resume=True, num_threads=num_threads, report=report,
     )
 
@@ -70,7 +71,7 @@ def trainable(config: dict) -> None:
     from orchestrator.trial.run import run_trial
 
     payload = _payload_of(config)
-    payload.tags["gatesweep.node_id"] = ray.get_runtime_context().get_node_id()
+    payload.tags[names.NODE_ID_TAG] = ray.get_runtime_context().get_node_id()
     try:
         cfg = TrialConfig.from_dict(payload.config)
     except ValueError as err:  # an Optuna sample outside the field's domain: recorded, not retried
@@ -125,8 +126,8 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
     if found:
         run_id = found[0].info.run_id
     else:
-        tags = {"gatesweep.sweep": payload.sweep, "gatesweep.config_hash": cfg.config_hash() if cfg else "",
-                "gatesweep.tune_trial_id": trial_id, "gatesweep.trial_name": name}
+        tags = {names.SWEEP_TAG: payload.sweep, names.CONFIG_HASH_TAG: cfg.config_hash() if cfg else "",
+                names.TUNE_TRIAL_ID_TAG: trial_id, names.TRIAL_NAME_TAG: name}
         run_id = RunLogger.create(uri, payload.experiment, run_name=name, tags=tags, parent_run_id=payload.parent_run_id).run_id
     return payload.replace(run_id=run_id, name=name, run_dir=str(Path(payload.run_dir) / trial_id))
 

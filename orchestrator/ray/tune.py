@@ -11,8 +11,7 @@ from typing import Callable
 from ray import tune
 from ray.tune import Callback
 
-PROGRESS = ("val_loss", "first_token_attn", "sink_ratio", "gate_score_mean")
-"""Metrics on the console's eval line."""
+from orchestrator import metrics
 
 
 def build_tuner(spec, payloads: list[dict], *, max_t: int, storage: Path, concurrency: int, retries: int,
@@ -123,7 +122,7 @@ class Progress(Callback):
         if result.get("failed"):
             return
         parts = [f"step {int(result.get('step', 0))}"]
-        parts += [f"{key} {result[key]:.3f}" for key in PROGRESS if key in result]
+        parts += metrics.progress_parts(result)
         self.log(f"  eval    {self._name(trial)}  " + "  ".join(parts))
 
     def on_trial_complete(self, iteration, trials, trial, **info):

@@ -23,9 +23,9 @@ Optuna records it as a failed trial.
 
 from __future__ import annotations
 
-OUTCOME_TAG = "gatesweep.outcome"
-REASON_TAG = "gatesweep.failure_reason"
-STOPPED_TAG = "gatesweep.stopped_early"
+from .names import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
+
+__all__ = ["OUTCOME_TAG", "REASON_TAG", "RETRIED", "STATUS", "STOPPED_TAG", "TrialFailed", "classify", "is_out_of_memory"]
 
 STATUS = {
     "finished": "FINISHED",

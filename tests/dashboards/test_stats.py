@@ -12,21 +12,24 @@ from scipy import stats as sps
 from dashboards import tables
 from dashboards.metrics import axis_text, decimals, fmt
 from dashboards.stats import compare, describe
-from dashboards.store import RunRecord, SweepRuns, resolve_axes, state_of
+from dashboards.store import RunRecord, SweepRuns, resolve_axes
+from orchestrator.tracking import run_state
 
 
 def run(i: int, gate: str, lr: str, seed: int, *, status: str = "FINISHED", metrics: dict | None = None,
         tags: dict | None = None, params: dict | None = None, start: int = 0) -> RunRecord:
     t = {"gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr, "gatesweep.axis.train.seed": str(seed),
          **(tags or {})}
-    state, reason = state_of(status, t)
+    state, reason = run_state(status, t)
     return RunRecord(run_id=f"r{i:03d}", name=f"{gate}-{lr}-s{seed}", status=status, state=state, reason=reason,
                      params=params or {"train.lr": lr, "train.seed": str(seed)}, metrics=metrics or {}, tags=t,
                      start_time=start or i, end_time=None, experiment_id="1")
 
 
-def sweep_of(runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid") -> SweepRuns:
-    parent = RunRecord("p", "s", "FINISHED", "finished", "", {"sweep.axes": axes, "sweep.search": search}, {},
+def sweep_of(runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid",
+             space: str | None = None) -> SweepRuns:
+    params = {"sweep.axes": axes, "sweep.search": search, **({"sweep.space": space} if space is not None else {})}
+    parent = RunRecord("p", "s", "FINISHED", "finished", "", params, {},
                        {"gatesweep.kind": "sweep"}, 0, None, "1")
     s = SweepRuns("s", "sqlite:///x.db", "1", "e", parent, runs, 1, search=search)
     resolve_axes(s)
@@ -108,6 +111,19 @@ def test_optuna_axes_fall_back_to_params():
     assert s.axes == ["train.lr"]
     comp = compare(s)
     assert [r.axes["train.lr"] for r in comp.rows] == ["0.0011", "0.0042", "0.0093"] and all(r.n == 1 for r in comp.rows)
+
+
+def test_optuna_axes_come_from_the_parent_s_space_param():
+    runs = []
+    for i, (lr, wd) in enumerate((("0.0011", "0.1"), ("0.0042", "0.1"), ("0.0093", "0.2"))):
+        r = run(i + 1, "G1-elementwise", lr, 0, metrics={"val_ppl": 10.0 + i})
+        for k in ("gatesweep.axis.train.lr", "gatesweep.axis.train.seed"):
+            r.tags.pop(k)
+        r.params = {"train.lr": lr, "train.weight_decay": wd, "train.seed": "0"}
+        runs.append(r)
+    s = sweep_of(runs, axes="-", search="optuna", space="train.lr")
+    assert s.axes == ["train.lr"]  # weight_decay differs too, but the sweep did not sample it
+    assert sweep_of(runs, axes="-", search="optuna").axes == ["train.lr", "train.weight_decay"]  # older sweeps: from params
 
 
 def test_number_formatting():

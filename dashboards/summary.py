@@ -1,0 +1,52 @@
+"""The end-of-sweep table: one row per trial with the registry's `summary` metrics, as the
+launcher prints it and logs it as `summary.md` on the sweep's parent run.
+
+Input rows are plain dicts, `{"name", "status", "reason", "metrics"}` (extra keys are ignored,
+so `dataclasses.asdict` of the launcher's rows will do). Columns: `trial`, `status`, then every
+summary metric in registry order; a metric only some trials report (a gate score, a
+Bigram-Backcopy accuracy) gets a column only when some trial logged it. Numbers print with four
+significant digits, a missing value as "-".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from orchestrator import metrics as registry
+
+
+def summary_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The summary metrics that get a column for these rows."""
+    logged = {k for r in rows for k in (r.get("metrics") or {})}
+    return [m.name for m in registry.select("summary") if not m.needs or m.name in logged]
+
+
+def summary_rows(rows: list[Mapping[str, Any]]) -> list[dict]:
+    """One dict per trial: `trial`, `status`, then a value (or None) per summary column."""
+    cols = summary_columns(rows)
+    out = []
+    for r in rows:
+        values = r.get("metrics") or {}
+        out.append({"trial": r["name"], "status": r["status"], **{c: values.get(c) for c in cols}})
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def summary_markdown(name: str, rows: list[Mapping[str, Any]]) -> str:
+    """The sweep's summary as Markdown: the table, then a note per trial that has a reason."""
+    table = summary_rows(rows)
+    if not table:
+        return f"# {name}\n\nno trials\n"
+    cols = list(table[0])
+    lines = [f"# sweep {name}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(row[c]) for c in cols) + " |" for row in table]
+    reasons = [f"- {r['name']}: {r['reason']}" for r in rows if r.get("reason")]
+    if reasons:
+        lines += ["", "## notes", *reasons]
+    return "\n".join(lines) + "\n"

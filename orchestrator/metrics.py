@@ -1,0 +1,157 @@
+"""The metric registry: every metric gatesweep logs, named once (torch-free).
+
+Each entry says which way is better, how a value prints, the paper's name for it, when a trial
+reports it, which trials do, and its roles:
+
+| role        | where it is used                                                          |
+|-------------|---------------------------------------------------------------------------|
+| `headline`  | the report's default columns (`gatesweep report`), in registry order      |
+| `bigram`    | further report columns for Bigram-Backcopy runs (they log `bbc/*`)        |
+| `progress`  | the console's evaluation line (`gatesweep run` and `train`)               |
+| `final`     | must be in every finished trial's run (for `gated` ones only on gated models) |
+| `summary`   | the end-of-sweep table (`summary.md` on the parent run)                   |
+
+`when` is `eval` for metrics every evaluation reports (so ASHA can compare trials at each one),
+`end` for those only the final result has, and `step` for the training metrics logged every
+`train.log_every` steps (MLflow only). `needs` says which trials report a metric: ""
+every trial, `gate` gated models only (not `none` nor the G1 controls), `bigram` Bigram-Backcopy
+data, `mmlu`/`ruler`/`ppl` trials that run that benchmark. Families (`ruler_avg/<length>`,
+`mmlu/<subject>`, ...) are registered once by their prefix; a per-layer breakdown
+`<metric>/layer_<i>` inherits its metric's entry.
+
+Adding a metric: the probe that computes it, plus one `Metric(...)` line in `REGISTRY`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Better = Literal["min", "max"] | None
+ROLES = ("headline", "bigram", "progress", "final", "summary")
+WHEN = ("step", "eval", "end")
+NEEDS = ("", "gate", "bigram", "mmlu", "ruler", "ppl")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric (or, with `prefix=True`, a family of metrics sharing a prefix)."""
+
+    name: str
+    """The MLflow metric key (for a family, its prefix ending in `/`)."""
+    label: str
+    """Short column header (terminal tables)."""
+    better: Better
+    """`min`: lower is better; `max`: higher is better; None: neither (the gate score)."""
+    when: Literal["step", "eval", "end"]
+    """`step`: logged every `train.log_every` steps, never reported to Tune; `eval`: in every
+    evaluation's report; `end`: in the final result only."""
+    needs: str = ""
+    """Which trials report it (see the module docstring); "" every trial."""
+    roles: frozenset[str] = frozenset()
+    paper: str = ""
+    """The paper's name for it (Qiu et al. 2025 and the sink papers), "" when it has none."""
+    fmt: str = ".4g"
+    """Format spec of one value in console lines."""
+    prefix: bool = False
+
+    def format(self, value: float) -> str:
+        """One value as console lines print it."""
+        return format(value, self.fmt) if math.isfinite(value) else str(value)
+
+
+def _m(name: str, label: str, better: Better, when: Literal["step", "eval", "end"], *roles: str, needs: str = "", paper: str = "", fmt: str = ".4g",
+       prefix: bool = False) -> Metric:
+    return Metric(name, label, better, when, needs, frozenset(roles), paper, fmt, prefix)
+
+
+REGISTRY: tuple[Metric, ...] = (
+    _m("val_loss", "loss", "min", "eval", "bigram", "progress", "final", "summary", paper="loss", fmt=".4f"),
+    _m("val_ppl", "PPL", "min", "eval", "headline", "final", "summary", paper="PPL"),
+    _m("val_bpb", "bpb", "min", "eval", "final", paper="bits per byte"),
+    _m("mmlu_acc", "MMLU", "max", "end", "headline", needs="mmlu", paper="MMLU"),
+    _m("mmlu_acc_macro", "MMLU macro", "max", "end", needs="mmlu", paper="MMLU (macro average)"),
+    _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", "summary", paper="F-Attn", fmt=".3f"),
+    _m("first_token_attn_uniform", "F-Attn unif.", None, "eval", paper="uniform first-token attention"),
+    _m("sink_ratio", "sink", "min", "eval", "headline", "progress", "final", "summary", paper="Sink_0^0.3", fmt=".2f"),
+    _m("max_activation", "M-Act", "min", "eval", "headline", "final", "summary", paper="M-Act"),
+    _m("max_activation/peak", "M-Act peak", "min", "eval", paper="largest activation"),
+    _m("max_activation/ratio", "M-Act ratio", "min", "eval", paper="largest over median activation"),
+    _m("bbc/trigger_loss", "trig.loss", "min", "eval", "bigram", needs="bigram", paper="loss on trigger positions"),
+    _m("bbc/copy_acc", "copy", "max", "eval", "summary", needs="bigram", paper="copy accuracy"),
+    _m("bbc/nontrigger_loss", "non-trig.loss", "min", "eval", needs="bigram"),
+    _m("bbc/optimal_loss", "opt.loss", None, "eval", needs="bigram", paper="Bayes-optimal loss"),
+    _m("bbc/trigger_share", "trig.share", None, "eval", needs="bigram"),
+    _m("value_norm_bos_ratio", "v-BOS", None, "eval", "bigram", paper="value norm at BOS"),
+    _m("gate_score_mean", "gate-score", None, "eval", "headline", "progress", "final", "summary", needs="gate",
+       paper="gate score", fmt=".3f"),
+    _m("gate_frac_below_1e-2", "gate<1e-2", None, "eval", needs="gate"),
+    _m("gate_frac_below_1e-3", "gate<1e-3", None, "eval", needs="gate"),
+    _m("loss_spikes", "spikes", "min", "end", "headline", "final", "summary", paper="loss spikes"),
+    _m("tokens_per_s", "tok/s", "max", "end", "headline", "final", "summary", paper="throughput"),
+    _m("train_time_s", "train s", None, "end"),
+    _m("train/loss", "train loss", "min", "step", paper="training loss"),
+    _m("train/loss_max", "train loss max", "min", "step"),
+    _m("train/grad_norm", "grad norm", None, "step"),
+    _m("train/lr", "lr", None, "step"),
+    _m("train/tokens_per_s", "train tok/s", "max", "step"),
+    _m("train/tokens_seen", "tokens", None, "step"),
+    _m("mmlu/", "MMLU", "max", "end", needs="mmlu", prefix=True),
+    _m("ruler_avg/", "RULER", "max", "end", "headline", needs="ruler", paper="RULER", prefix=True),
+    _m("ruler/", "RULER", "max", "end", needs="ruler", prefix=True),
+    _m("ppl/", "PPL", "min", "end", needs="ppl", prefix=True),
+    _m("bpb/", "bpb", "min", "end", needs="ppl", prefix=True),
+)
+"""Fixed metrics first, in column order; then the families."""
+
+_BY_NAME = {m.name: m for m in REGISTRY}
+_LAYER = re.compile(r"^(.+)/layer_(\d+)$")
+
+
+def select(role: str | None = None, *, when: str | None = None, needs: str | None = None,
+           families: bool = False) -> tuple[Metric, ...]:
+    """Registry entries with `role`, reported `when`, by trials that `needs` ("" for every
+    trial), in registry order; families only with `families=True`."""
+    assert role is None or role in ROLES, role
+    assert when is None or when in WHEN, when
+    assert needs is None or needs in NEEDS, needs
+    return tuple(m for m in REGISTRY if m.prefix == families and (role is None or role in m.roles)
+                 and (when is None or m.when == when) and (needs is None or m.needs == needs))
+
+
+def names(role: str | None = None, *, when: str | None = None, needs: str | None = None) -> tuple[str, ...]:
+    """Names of the fixed metrics `select` picks: `names("final")`, `names(when="eval", needs="")`."""
+    return tuple(m.name for m in select(role, when=when, needs=needs))
+
+
+def prefixes(role: str | None = None, *, when: str | None = None) -> tuple[str, ...]:
+    """Prefixes of the families: `prefixes(when="end")` -> ("mmlu/", "ruler_avg/", ...)."""
+    return tuple(m.name for m in select(role, when=when, families=True))
+
+
+def get(name: str) -> Metric:
+    """The entry of a fixed metric; KeyError for anything else."""
+    m = _BY_NAME[name]
+    if m.prefix:
+        raise KeyError(name)
+    return m
+
+
+def lookup(key: str) -> Metric | None:
+    """The entry a logged key belongs to: itself, its metric for `<metric>/layer_<i>`, or its
+    family (longest prefix first); None for a key the registry does not know."""
+    m = _BY_NAME.get(key)
+    if m is not None and not m.prefix:
+        return m
+    layer = _LAYER.match(key)
+    if layer and layer.group(1) in _BY_NAME and not _BY_NAME[layer.group(1)].prefix:
+        return _BY_NAME[layer.group(1)]
+    fams = [f for f in REGISTRY if f.prefix and key.startswith(f.name) and len(key) > len(f.name)]
+    return max(fams, key=lambda f: len(f.name)) if fams else None
+
+
+def progress_parts(values: dict[str, float]) -> list[str]:
+    """["val_loss 1.7981", "first_token_attn 0.062", ...]: the progress metrics `values` has."""
+    return [f"{m.name} {m.format(float(values[m.name]))}" for m in select("progress") if m.name in values]

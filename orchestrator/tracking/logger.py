@@ -1,0 +1,181 @@
+"""The buffered metric logger: one MLflow run, explicit run ids, no duplicated points.
+
+Ray Train V2 has no MLflow integration (REFERENCE §5), so the project owns this layer. It uses
+`MlflowClient` with explicit run ids (no global "active run"), which is safe in Ray workers.
+Params are flattened dotted keys; metrics are buffered and sent with `log_batch`. A logger
+reopened on an existing run (a retried or resumed trial) drops metric points whose step was
+already logged for that key, so a retry never duplicates a point. Failed sends are kept and
+retried with backoff; a warning is printed while the store is unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .names import PARENT_TAG
+from .store import client, get_or_create_experiment, redact_uri
+
+MAX_PARAM_LEN = 6000
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class StoreCalls:
+    """Calls into a tracking store that outlast its outages: a transient error (`_transient`) is
+    said once as a warning, backed off (1 s doubling to 30 s), and retried; `_buffer` holds what
+    is still to be sent."""
+
+    def __init__(self, *, quiet: bool = False):
+        self.quiet = quiet
+        self._buffer: list = []
+        self._down_since: float | None = None
+        self._backoff_until = 0.0
+        self._backoff = 1.0
+        self.warnings: list[str] = []
+
+    def _call(self, fn, *, raise_errors: bool = True) -> bool:
+        try:
+            fn()
+        except Exception as err:  # store unreachable, locked or erroring: keep going, say so
+            if not _transient(err):
+                raise
+            now = time.monotonic()
+            if self._down_since is None:
+                self._down_since = now
+                self._warn(f"tracking store unreachable ({type(err).__name__}); buffering metrics and retrying")
+            self._backoff_until = now + self._backoff
+            self._backoff = min(self._backoff * 2, 30.0)
+            if raise_errors:
+                # params/tags are few: retry them until the store answers (bounded by the caller's patience)
+                time.sleep(max(0.0, self._backoff_until - now))
+                return self._call(fn, raise_errors=raise_errors)
+            return False
+        if self._down_since is not None:
+            self._warn(f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent")
+            self._down_since = None
+        self._backoff = 1.0
+        return True
+
+    def _warn(self, text: str) -> None:
+        self.warnings.append(text)
+        if not self.quiet:
+            print(f"[gatesweep] warning: {text}", file=sys.stderr, flush=True)
+
+    def pop_warnings(self) -> list[str]:
+        """Warnings since the last call (a sweep forwards them to the driver's console)."""
+        out, self.warnings = self.warnings, []
+        return out
+
+
+
+class RunLogger(StoreCalls):
+    """Logs into one MLflow run. Reopening an existing run continues it without duplicate points."""
+
+    def __init__(self, uri: str, run_id: str, *, flush_every: int = 200, flush_seconds: float = 5.0, quiet: bool = False):
+        super().__init__(quiet=quiet)
+        self.uri, self.run_id = uri, run_id
+        self.client = client(uri)
+        self.flush_every, self.flush_seconds = flush_every, flush_seconds
+        self._last_flush = time.monotonic()
+        run = self.client.get_run(run_id)
+        self.existing_params = dict(run.data.params)
+        self.logged_until = {key: self._max_step(key) for key in run.data.metrics}
+
+    def _max_step(self, key: str) -> int:
+        history = self.client.get_metric_history(self.run_id, key)
+        return max((m.step for m in history), default=-1)
+
+    # ---- creation --------------------------------------------------------------------
+    @classmethod
+    def create(cls, uri: str, experiment: str, *, run_name: str, tags: dict[str, str] | None = None,
+               parent_run_id: str | None = None, **kw) -> RunLogger:
+        cl = client(uri)
+        exp_id = get_or_create_experiment(cl, experiment, uri)
+        tags = dict(tags or {})
+        if parent_run_id:
+            tags[PARENT_TAG] = parent_run_id
+        run = cl.create_run(exp_id, run_name=run_name, tags=tags)
+        return cls(uri, run.info.run_id, **kw)
+
+    # ---- params and tags -------------------------------------------------------------
+    def log_params(self, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = []
+        for key, value in params.items():
+            text = json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+            text = text[:MAX_PARAM_LEN]
+            if self.existing_params.get(key) == text:
+                continue
+            items.append(Param(key, text))
+            self.existing_params[key] = text
+        for i in range(0, len(items), 100):
+            self._call(lambda chunk=items[i : i + 100]: self.client.log_batch(self.run_id, params=chunk))
+
+    def set_tags(self, tags: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+        for i in range(0, len(items), 100):
+            self._call(lambda chunk=items[i : i + 100]: self.client.log_batch(self.run_id, tags=chunk))
+
+    # ---- metrics ---------------------------------------------------------------------
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if not _is_number(value) or step <= self.logged_until.get(key, -1):
+                continue
+            value = float(value)
+            if math.isnan(value) or math.isinf(value):
+                value = float("nan") if math.isnan(value) else math.copysign(1e308, value)
+            self._buffer.append(Metric(key, value, now, step))
+            self.logged_until[key] = step
+        if len(self._buffer) >= self.flush_every or time.monotonic() - self._last_flush > self.flush_seconds:
+            self.flush()
+
+    def flush(self, *, wait: float = 0.0) -> bool:
+        """Send buffered metrics. On failure keep them and back off; with `wait`, retry that long."""
+        deadline = time.monotonic() + wait
+        while self._buffer:
+            if time.monotonic() < self._backoff_until and time.monotonic() >= deadline:
+                return False
+            if time.monotonic() < self._backoff_until:
+                time.sleep(min(self._backoff_until, deadline) - time.monotonic())
+            chunk = self._buffer[:1000]
+            if not self._call(lambda chunk=chunk: self.client.log_batch(self.run_id, metrics=chunk), raise_errors=False):
+                if time.monotonic() >= deadline:
+                    return False
+                continue
+            del self._buffer[: len(chunk)]
+        self._last_flush = time.monotonic()
+        return True
+
+    # ---- artifacts and end -----------------------------------------------------------
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._call(lambda: self.client.log_artifact(self.run_id, str(path), artifact_path))
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self._call(lambda: self.client.log_text(self.run_id, text, artifact_file))
+
+    def finish(self, status: str = "FINISHED", *, wait: float = 120.0) -> None:
+        delivered = self.flush(wait=wait)
+        if not delivered:
+            self._warn(f"{len(self._buffer)} metric points could not be delivered to {redact_uri(self.uri)}")
+        self._call(lambda: self.client.set_terminated(self.run_id, status=status))
+
+
+def _transient(err: Exception) -> bool:
+    """Errors worth retrying: connection problems, server 5xx, a locked SQLite database."""
+    text = f"{type(err).__name__} {err}".lower()
+    needles = ("connection", "timeout", "timed out", "max retries", "temporarily", "database is locked",
+               "503", "502", "504", "500", "refused", "reset by peer", "unavailable")
+    return any(n in text for n in needles)

@@ -1,0 +1,181 @@
+"""The store: tracking URIs (resolution, parsing, redaction), the client, experiments and
+paginated run queries.
+
+- `resolve_tracking_uri`: `--tracking-uri`, else MLFLOW_TRACKING_URI, else
+  sqlite:///<cwd>/mlflow.db, always made absolute (Ray runs trials in other directories).
+- `sqlite_path` / `file_store_path`: the local file or folder behind a URI (None for others);
+  nobody else takes a `sqlite:///` or `file:` URI apart.
+- `redact_uri`: credentials inside URIs are never logged.
+- `search_all` / `all_experiments`: every page of a search (MLflow returns one at a time).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from gatedmodels.configbase import ConfigError, Issue
+
+# Fail fast on HTTP stores; RunLogger does its own buffering and retrying.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+
+SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+SQLITE_PREFIX = "sqlite:///"
+PAGE = 5000
+"""Runs per search_runs page (MLflow's limit is 50,000)."""
+ARTIFACTS_FOLDER = "mlartifacts"
+"""Local stores keep their artifacts in this folder beside the database."""
+
+
+# ---- URIs -------------------------------------------------------------------------------------
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a `sqlite:///PATH` URI (relative as written, when it is), else None."""
+    return Path(uri[len(SQLITE_PREFIX):]) if uri.startswith(SQLITE_PREFIX) else None
+
+
+def sqlite_uri(path: str | Path) -> str:
+    """The URI of a SQLite database file: `sqlite:////abs/path/mlflow.db` for an absolute path."""
+    return f"{SQLITE_PREFIX}{path}"
+
+
+def file_store_path(uri: str) -> Path | None:
+    """The folder of a `file:` URI (percent-escapes decoded), else None."""
+    return Path(unquote(urlsplit(uri).path)) if uri.startswith("file:") else None
+
+
+def scheme_of(uri: str) -> str:
+    """`sqlite`, `http`, `postgresql`, ...: the scheme without a driver (`mysql+pymysql` -> `mysql`)."""
+    return uri.split("://", 1)[0].split("+", 1)[0].lower()
+
+
+def resolve_tracking_uri(explicit: str | None = None, *, cwd: Path | None = None) -> str:
+    """An absolute tracking URI; raise ConfigError for one that MLflow cannot use."""
+    cwd = cwd or Path.cwd()
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or sqlite_uri(cwd / "mlflow.db")
+    where = "--tracking-uri" if explicit else ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "tracking uri")
+    if "://" not in uri:
+        local = (cwd / Path(uri).expanduser()).resolve()
+        uri = sqlite_uri(local) if local.suffix == ".db" else local.as_uri()
+    scheme = scheme_of(uri)
+    if scheme not in SCHEMES:
+        raise ConfigError([Issue(where, f"got {redact_uri(uri)!r}; allowed schemes: {', '.join(SCHEMES)}")])
+    if scheme == "sqlite":
+        db = sqlite_path(uri)
+        if db is None or str(db) in ("", ".", ":memory:"):
+            raise ConfigError([Issue(where, f"got {uri!r}; expected {SQLITE_PREFIX}path/to/mlflow.db")])
+        full = db if db.is_absolute() else (cwd / db)
+        if not full.parent.exists():
+            raise ConfigError([Issue(where, f"got {uri!r}: folder {full.parent} does not exist")])
+        uri = sqlite_uri(full.resolve())
+    elif scheme == "file":
+        folder = file_store_path(uri)
+        assert folder is not None
+        uri = (folder if folder.is_absolute() else (cwd / folder)).resolve().as_uri()
+    elif scheme in ("http", "https"):
+        parts = urlsplit(uri)
+        if not parts.hostname:
+            raise ConfigError([Issue(where, f"got {redact_uri(uri)!r}; expected http(s)://HOST:PORT")])
+    return uri
+
+
+def redact_uri(uri: str) -> str:
+    """Drop user:password@ and secret-looking query values from a URI."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "<unparseable uri>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = re.sub(r"(?i)((?:token|password|secret|key|sig)[^=&]*)=[^&]*", r"\1=***", parts.query)
+    if netloc == parts.netloc and query == parts.query:
+        return uri  # nothing secret; keep the exact text (urlunsplit would drop sqlite:////'s slashes)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def artifacts_folder(uri: str) -> Path | None:
+    """For a local SQLite store, the artifact folder beside the database; else None."""
+    path = sqlite_path(uri)
+    return path.parent / ARTIFACTS_FOLDER if path is not None else None
+
+
+def default_artifact_root(uri: str) -> str | None:
+    """For local stores, artifacts go beside the database (absolute: Ray changes directories)."""
+    folder = artifacts_folder(uri)
+    return folder.as_uri() if folder is not None else None
+
+
+# ---- the client and experiments ---------------------------------------------------------------
+_READY: set[str] = set()
+
+
+def client(uri: str):
+    """An MlflowClient; a new SQLite store is created under a file lock, because concurrent
+    first use by several processes races in MLflow's schema migration."""
+    from mlflow.tracking import MlflowClient
+
+    db = sqlite_path(uri)
+    if db is None or uri in _READY:
+        return MlflowClient(tracking_uri=uri)
+    import fcntl
+
+    with open(db.with_name(db.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cl = MlflowClient(tracking_uri=uri)
+        cl.search_experiments(max_results=1)
+    _READY.add(uri)
+    return cl
+
+
+def get_or_create_experiment(cl, name: str, uri: str) -> str:
+    exp = cl.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage == "deleted":
+            cl.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    root = default_artifact_root(uri)
+    location = f"{root}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}" if root else None
+    try:
+        return cl.create_experiment(name, artifact_location=location)
+    except Exception:
+        exp = cl.get_experiment_by_name(name)  # created concurrently by another process
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+# ---- paginated queries ------------------------------------------------------------------------
+def all_pages(fetch: Callable[[str | None], Any]) -> list:
+    """Every item of a paginated MLflow query: `fetch(page_token)` returns one page (a list with
+    a `.token`, empty on the last page)."""
+    out: list = []
+    token = None
+    while True:
+        page = fetch(token)
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def search_all(cl, experiment_ids: list[str], filter_string: str = "", *, order_by: list[str] | None = None,
+               page: int = PAGE) -> list:
+    """Every run matching the filter, all pages, in `order_by` order."""
+    return all_pages(lambda token: cl.search_runs(experiment_ids, filter_string=filter_string, max_results=page,
+                                                  order_by=order_by, page_token=token))
+
+
+def all_experiments(cl) -> list:
+    """Every active experiment of the store."""
+    return all_pages(lambda token: cl.search_experiments(max_results=1000, page_token=token))
+
+
+def quoted(value: str) -> str:
+    """`value` as a string literal in an MLflow filter (a quote escaped: `'it\\'s'`)."""
+    return "'" + value.replace("'", "\\'") + "'"

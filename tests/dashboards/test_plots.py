@@ -1,0 +1,25 @@
+"""The one plots module draws a trial's own plots (orchestrator.trial logs them) and a sweep's."""
+
+from __future__ import annotations
+
+import torch
+
+from dashboards import plots
+
+PNG = b"\x89PNG"
+
+
+def test_trial_plots_from_a_trial_s_own_data(tmp_path):
+    steps = list(range(1, 21))
+    losses = [4.0 / s for s in steps]
+    events = [{"step": 5, "loss": 1.2, "rule": "sigma"}, {"step": 7, "loss": 0.9, "rule": "grad_sigma"}]
+    made = [
+        plots.loss_curve(steps, losses, events, tmp_path / "loss_curve.png", "training loss (G1)"),
+        plots.loss_curve([], [], [], tmp_path / "empty_loss.png"),
+        plots.first_token_per_layer([0.4, 0.1], 0.059, tmp_path / "first_token_attn.png", "first-token attention (G1)"),
+        plots.attention_map(torch.softmax(torch.randn(8, 8), -1), tmp_path / "attention_map.png", "last layer"),
+        plots.gate_histogram([[1, 2, 3, 0, 5], [5, 4, 3, 2, 1]], tmp_path / "gate_hist.png", "gate scores (G1)"),
+        plots.attention_pair(("none", [[1.0, 0.0], [0.5, 0.5]]), ("G1", [[1.0, 0.0], [0.9, 0.1]]), tmp_path / "pair.png"),
+    ]
+    for path in made:
+        assert path.read_bytes()[:4] == PNG, path
