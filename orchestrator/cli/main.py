@@ -12,10 +12,9 @@ import sys
 from gatedmodels.configbase import ConfigError
 
 from .. import __version__
-from .common import UserError
-
 from . import data, plan, report, resume, run, schema, train, ui, validate
 from . import eval as eval_  # noqa: A004
+from .common import UserError
 
 #: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {"validate": validate, "plan": plan, "run": run, "resume": resume, "train": train, "eval": eval_,

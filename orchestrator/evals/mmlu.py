@@ -46,7 +46,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..data.sources import DataUnavailable, ONLINE_ENV, configure_hub_mode, online, package_dir
+from ..data.sources import ONLINE_ENV, DataUnavailable, configure_hub_mode, online, package_dir
 from ..data.tokenizers import Tokenizer
 from .lm import Model, score_continuations
 

@@ -23,8 +23,8 @@ import psutil
 import pytest
 import yaml
 
-from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.netpolicy import TELEMETRY_ENV, is_loopback
+from orchestrator.ray.cluster import kill_processes, ray_processes
 
 pytestmark = pytest.mark.slow
 
