@@ -9,20 +9,28 @@ validates sweep files without paying for it); the model and probes load torch on
 """
 
 from importlib import import_module
+from typing import Any
 
 from . import presets  # noqa: F401  (registers the size presets)
 from .config import POSITIONS, PRESETS, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .configbase import Config, ConfigError, Issue
 
 _LAZY = {
-    "GatedTransformer": "model", "build_meta": "model", "rope_override": "model",
-    "ProbeResult": "probes", "first_token_attention": "probes", "gate_histogram": "probes", "gate_statistics": "probes",
-    "massive_activations": "probes", "sink_ratio": "probes", "uniform_first_token_attention": "probes",
+    "GatedTransformer": "model",
+    "build_meta": "model",
+    "rope_override": "model",
+    "ProbeResult": "probes",
+    "first_token_attention": "probes",
+    "gate_histogram": "probes",
+    "gate_statistics": "probes",
+    "massive_activations": "probes",
+    "sink_ratio": "probes",
+    "uniform_first_token_attention": "probes",
     "value_norm_ratio_at_bos": "probes",
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value

@@ -8,13 +8,14 @@ the allowed values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Literal
 
 from .configbase import Config, ConfigError, Issue, deep_merge
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
-PRESETS: dict[str, Callable[[], "ModelConfig"]] = {}
+PRESETS: dict[str, Callable[[], ModelConfig]] = {}
 """Size presets by name, registered by `gatedmodels.presets` (imported with the package)."""
 Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
 
@@ -43,24 +44,33 @@ class GateConfig(Config):
     """Std of the normal init of the gate projection (the official code initialises gate rows like q_proj)."""
 
     def problems(self) -> list[Issue]:
-        out = []
+        out: list[Issue] = []
         if self.position == "none":
             return out
         if self.kind != "gate" and self.position != "G1":
             out.append(Issue("position", f"kind {self.kind!r} is a G1 control; got position {self.position!r}; allowed: G1"))
         if self.mode == "additive" and self.activation != "silu":
-            out.append(Issue("activation", f"the additive gate is Y + SiLU(XW); got {self.activation!r} with mode 'additive'; allowed: silu"))
+            out.append(
+                Issue("activation", f"the additive gate is Y + SiLU(XW); got {self.activation!r} with mode 'additive'; allowed: silu")
+            )
         if self.mode == "additive" and not self.input_dependent:
             out.append(Issue("mode", "an input-independent gate is multiplicative; got 'additive'; allowed: multiplicative"))
         if self.position == "G5" and self.granularity != "elementwise":
-            out.append(Issue("granularity", f"G5 gates the n x d_model dense output, which has no heads; got {self.granularity!r}; allowed: elementwise"))
+            out.append(
+                Issue(
+                    "granularity",
+                    f"G5 gates the n x d_model dense output, which has no heads; got {self.granularity!r}; allowed: elementwise",
+                )
+            )
         if self.position == "G5" and self.sharing != "head_specific":
-            out.append(Issue("sharing", f"G5 gates the n x d_model dense output, which has no heads; got {self.sharing!r}; allowed: head_specific"))
+            out.append(
+                Issue("sharing", f"G5 gates the n x d_model dense output, which has no heads; got {self.sharing!r}; allowed: head_specific")
+            )
         if self.init_std < 0:
             out.append(Issue("init_std", f"got {self.init_std}; allowed: >= 0"))
         return out
 
-    def normalized(self) -> "GateConfig":
+    def normalized(self) -> GateConfig:
         """The canonical form: fields that do not apply are reset to their defaults, so two
         configs that build the same model compare equal (used to drop duplicate sweep trials)."""
         default = GateConfig()
@@ -105,7 +115,7 @@ class GateConfig(Config):
             return "none"
         if self.kind != "gate":
             return f"{self.position}-{self.kind}"
-        parts = [self.position]
+        parts: list[str] = [self.position]
         if self.position != "G5":
             parts.append(self.granularity)
         if self.sharing == "head_shared":
@@ -243,7 +253,7 @@ class ModelConfig(Config):
         return deep_merge(PRESETS[size]().to_dict(), data)
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "ModelConfig":
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         """A named size preset with field overrides: `ModelConfig.preset("tiny", gate={"position": "G1"})`."""
         return cls.from_dict({"size": name, **{k: (v.to_dict() if isinstance(v, Config) else v) for k, v in overrides.items()}})
 

@@ -31,8 +31,10 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar, cast, get_args, get_origin
 
 INT64 = (-(2**63), 2**63 - 1)
 """Default bounds of an integer field (what numpy, torch and the stores hold)."""
@@ -41,6 +43,11 @@ MAX_STR = 8000
 MAX_ISSUES = 100
 """Issues rendered by one ConfigError; the rest are counted."""
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+Limits = MappingProxyType[str, tuple[float | None, float | None]]
+"""`Config.LIMITS`, read-only: field (or dotted path) -> inclusive (low, high), None for no bound."""
+_C = TypeVar("_C", bound="Config")
+_K = TypeVar("_K", bound=type)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class Issue:
     path: str
     message: str
 
-    def prefixed(self, prefix: str) -> "Issue":
+    def prefixed(self, prefix: str) -> Issue:
         if not prefix:
             return self
         return Issue(f"{prefix}.{self.path}" if self.path else prefix, self.message)
@@ -82,10 +89,10 @@ class ConfigError(ValueError):
     def __str__(self) -> str:
         return self.render()
 
-    def with_prefix(self, prefix: str) -> "ConfigError":
+    def with_prefix(self, prefix: str) -> ConfigError:
         return ConfigError([i.prefixed(prefix) for i in self.issues], self.source)
 
-    def with_source(self, source: str) -> "ConfigError":
+    def with_source(self, source: str) -> ConfigError:
         return ConfigError(self.issues, source)
 
 
@@ -109,6 +116,7 @@ def _close_match(value: Any, names: list[str]) -> str:
 
 def describe_range(low: float | None, high: float | None) -> str:
     """`2..1,048,576`, `>= 0` or `<= 64`, for messages."""
+
     def fmt(x: float) -> str:
         if isinstance(x, int) and x >= 2**31 and (x + 1) & x == 0:
             return f"2**{(x + 1).bit_length() - 1}-1"
@@ -120,7 +128,10 @@ def describe_range(low: float | None, high: float | None) -> str:
 
     if low is not None and high is not None:
         return f"{fmt(low)}..{fmt(high)}"
-    return f">= {fmt(low)}" if low is not None else f"<= {fmt(high)}"
+    if low is not None:
+        return f">= {fmt(low)}"
+    assert high is not None, "a range has at least one bound"
+    return f"<= {fmt(high)}"
 
 
 def _type_name(tp: Any) -> str:
@@ -138,9 +149,7 @@ def _type_name(tp: Any) -> str:
         return "null"
     if isinstance(tp, type) and issubclass(tp, Config):
         return "a mapping"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 _MISSING = object()
@@ -265,7 +274,13 @@ def _check_finite(value: Any, path: str, issues: list[Issue]) -> None:
             stack += [(v, f"{where}[{i}]") for i, v in enumerate(node)]
 
 
-@functools.cache
+def _per_class(fn: Callable[[_K], _T]) -> Callable[[_K], _T]:
+    """`functools.cache` for a function of a class, typed by hand: mypy does not see that a
+    `type[X]` is hashable (python/mypy#11470), so it refuses one as an argument of a cached function."""
+    return functools.cache(fn)
+
+
+@_per_class
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -280,8 +295,8 @@ def _is_int_type(tp: Any) -> bool:
     return tp is int
 
 
-@functools.cache
-def _limits(cls: type) -> dict[str, tuple[Any, Any]]:
+@_per_class
+def _limits(cls: type[Config]) -> dict[str, tuple[Any, Any]]:
     """Every bounded path of `cls`: its integer fields (INT64 by default) and its `LIMITS`."""
     out: dict[str, tuple[Any, Any]] = {}
     for f in dataclasses.fields(cls):
@@ -303,8 +318,8 @@ class Config:
 
     # Inclusive numeric ranges: field (or dotted path into a sub-config) -> (low, high), None for
     # no bound; a list field bounds each item. Integer fields not listed are bounded to INT64.
-    # dict[str, tuple[low, high]]; unannotated on purpose: a class attribute, not a dataclass field.
-    LIMITS = {}
+    # Unannotated on purpose: a class attribute, not a dataclass field; read-only, shared by instances.
+    LIMITS = Limits({})
 
     def __post_init__(self) -> None:
         issues: list[Issue] = []
@@ -341,7 +356,7 @@ class Config:
 
     # ---- dicts -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: Any, *, path: str = "") -> "Config":
+    def from_dict(cls: type[_C], data: Any, *, path: str = "") -> _C:
         """Strictly build from a plain dict; raise ConfigError listing every problem."""
         if isinstance(data, cls):
             return data
@@ -408,7 +423,7 @@ class Config:
             object.__setattr__(self, "_flat_cache", cached)
         return dict(cached)
 
-    def replace(self, **changes: Any) -> "Config":
+    def replace(self: _C, **changes: Any) -> _C:
         return dataclasses.replace(self, **changes)
 
     @classmethod
@@ -496,7 +511,7 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-@functools.cache
+@_per_class
 def _field_docs(cls: type) -> dict[str, str]:
     """Docstrings written directly under dataclass fields (the litgpt / OLMo-core style)."""
     docs: dict[str, str] = {}
@@ -507,13 +522,13 @@ def _field_docs(cls: type) -> dict[str, str]:
             source = textwrap.dedent(inspect.getsource(klass))
         except (OSError, TypeError):
             continue
-        body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+        body = cast(ast.ClassDef, ast.parse(source).body[0]).body  # the source of a class is its class statement
         for node, nxt in zip(body, body[1:]):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
                 and isinstance(nxt, ast.Expr)
-                and isinstance(getattr(nxt, "value", None), ast.Constant)
+                and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)
             ):
                 docs[node.target.id] = " ".join(nxt.value.value.split())

@@ -21,7 +21,8 @@ w score width (site width, or 1 headwise), H site heads, W site width.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -145,7 +146,7 @@ GATE_KINDS: dict[str, Callable[[GateConfig, Site], nn.Module]] = {
 
 def build_gate_slots(cfg: ModelConfig) -> nn.ModuleDict:
     """One module per position: the configured gate at its position, `NoGate` elsewhere."""
-    slots = {pos: NoGate() for pos in gate_sites(cfg)}
+    slots: dict[str, nn.Module] = {pos: NoGate() for pos in gate_sites(cfg)}
     if cfg.gate.position != "none":
         slots[cfg.gate.position] = GATE_KINDS[cfg.gate.kind](cfg.gate, gate_sites(cfg)[cfg.gate.position])
     return nn.ModuleDict(slots)

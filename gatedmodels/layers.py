@@ -7,12 +7,31 @@ N tokens (B*T), K top-k.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig, RopeConfig
+
+M = TypeVar("M", bound=nn.Module)
+
+
+class ModuleList(nn.ModuleList, Generic[M]):
+    """`nn.ModuleList` of one module type, so that iterating and indexing it give that type
+    (torch's is not generic). Only the annotations differ; it behaves as `nn.ModuleList`."""
+
+    if TYPE_CHECKING:
+
+        def __init__(self, modules: Iterable[M]) -> None: ...
+        def __iter__(self) -> Iterator[M]: ...
+        @overload
+        def __getitem__(self, idx: slice) -> ModuleList[M]: ...
+        @overload
+        def __getitem__(self, idx: int) -> M: ...
+        def __getitem__(self, idx: int | slice) -> M | ModuleList[M]: ...
 
 
 class RMSNorm(nn.Module):
@@ -42,7 +61,7 @@ def rope_frequencies(head_dim: int, cfg: RopeConfig) -> tuple[torch.Tensor, floa
         return head_dim * math.log(cfg.original_max_len / (rotations * 2 * math.pi)) / (2 * math.log(cfg.base))
 
     low = max(math.floor(correction_dim(cfg.beta_fast)), 0)
-    high = min(math.ceil(correction_dim(cfg.beta_slow)), head_dim - 1)
+    high: float = min(math.ceil(correction_dim(cfg.beta_slow)), head_dim - 1)
     if low == high:
         high += 0.001
     ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
@@ -53,6 +72,8 @@ def rope_frequencies(head_dim: int, cfg: RopeConfig) -> tuple[torch.Tensor, floa
 
 class Rotary(nn.Module):
     """Rotary position embedding applied to (B, T, H, d) tensors, rotate-half convention."""
+
+    inv_freq: torch.Tensor  # a buffer, registered in __init__
 
     def __init__(self, head_dim: int, cfg: RopeConfig):
         super().__init__()

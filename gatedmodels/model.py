@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,7 @@ from torch import nn
 
 from .config import ModelConfig, RopeConfig
 from .gates import build_gate_slots, gate_score_features
-from .layers import MoE, RMSNorm, Rotary, SwiGLU
+from .layers import ModuleList, MoE, RMSNorm, Rotary, SwiGLU
 from .probes import LayerProbe, ProbeResult
 
 
@@ -58,7 +59,7 @@ class Attention(nn.Module):
         out_BTD = self.wo(y_BTHd.reshape(B, T, self.H * self.d))
         return gates["G5"](out_BTD.unsqueeze(2), scores_BTS, rec).squeeze(2)
 
-    def _explicit_attention(self, q_BHTd, k_BKTd, v_BKTd, rec: LayerProbe) -> torch.Tensor:
+    def _explicit_attention(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
         """The probe path: softmax(q k^T / sqrt(d) + causal mask) materialised and recorded."""
         T = q_BHTd.shape[2]
         rep = self.H // self.K
@@ -95,7 +96,7 @@ class GatedTransformer(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_embed = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.position_encoding == "learned" else None
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.reset_parameters()
@@ -118,7 +119,7 @@ class GatedTransformer(nn.Module):
         x_BTD = self.embed(input_ids_BT)
         if self.pos_embed is not None:
             T = input_ids_BT.shape[1]
-            if T > self.cfg.max_seq_len:
+            if self.cfg.max_seq_len < T:
                 raise ValueError(f"sequence length {T} exceeds max_seq_len {self.cfg.max_seq_len} of learned positions")
             x_BTD = x_BTD + self.pos_embed.weight[:T]
         for block in self.blocks:
@@ -177,7 +178,7 @@ def build_meta(cfg: ModelConfig) -> GatedTransformer:
 
 
 @contextlib.contextmanager
-def rope_override(model: GatedTransformer, rope: RopeConfig):
+def rope_override(model: GatedTransformer, rope: RopeConfig) -> Iterator[GatedTransformer]:
     """Evaluate with other RoPE settings (a raised base, or YaRN scaling for contexts beyond the
     training length), then restore the trained ones. RoPE holds no parameters, so the swap is
     free; models without RoPE are left alone."""

@@ -13,14 +13,14 @@ parameters without allocating memory.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .config import PRESETS, ModelConfig
 
 QWEN_VOCAB = 151936
 
 
-def preset(name: str):
+def preset(name: str) -> Callable[[Callable[..., dict]], Callable[[], ModelConfig]]:
     def register(fn: Callable[..., dict]) -> Callable[[], ModelConfig]:
         def build() -> ModelConfig:
             return ModelConfig(size=name, **fn())
@@ -88,6 +88,14 @@ def dense_1_7b_48l() -> dict:
 def moe_15a2b() -> dict:
     """The paper's MoE (24 layers, 2048, 32 / 4 heads of 128, 128 experts of 768, top-8)."""
     return dict(
-        vocab_size=QWEN_VOCAB, d_model=2048, n_layers=24, n_heads=32, n_kv_heads=4, head_dim=128, ffn_dim=6144,
-        max_seq_len=4096, tie_embeddings=False, moe={"n_experts": 128, "top_k": 8, "expert_dim": 768, "aux_loss_coef": 0.001},
+        vocab_size=QWEN_VOCAB,
+        d_model=2048,
+        n_layers=24,
+        n_heads=32,
+        n_kv_heads=4,
+        head_dim=128,
+        ffn_dim=6144,
+        max_seq_len=4096,
+        tie_embeddings=False,
+        moe={"n_experts": 128, "top_k": 8, "expert_dim": 768, "aux_loss_coef": 0.001},
     )

@@ -44,11 +44,11 @@ class ProbeResult:
 
     @property
     def attn(self) -> list[torch.Tensor]:
-        return [layer.attn for layer in self.layers]
+        return [layer.attn for layer in self.layers if layer.attn is not None]
 
     @property
     def outputs(self) -> list[torch.Tensor]:
-        return [layer.output for layer in self.layers]
+        return [layer.output for layer in self.layers if layer.output is not None]
 
     @property
     def gates(self) -> list[torch.Tensor]:
@@ -56,7 +56,7 @@ class ProbeResult:
 
     @property
     def values(self) -> list[torch.Tensor]:
-        return [layer.values for layer in self.layers]
+        return [layer.values for layer in self.layers if layer.values is not None]
 
 
 def first_token_attention(attn: list[torch.Tensor]) -> tuple[float, list[float]]:
@@ -76,7 +76,7 @@ def sink_ratio(attn: list[torch.Tensor], eps: float = 0.3, k: int = 0, max_len: 
     for a in attn:
         T = min(a.shape[-2], max_len)
         alpha_BH = a[:, :, k:T, k].float().mean(dim=-1)
-        above = (alpha_BH > eps).sum().item()
+        above = int((alpha_BH > eps).sum())
         per_layer.append(above / alpha_BH.numel())
         hits += above
         total += alpha_BH.numel()

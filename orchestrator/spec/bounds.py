@@ -16,4 +16,3 @@ SEED = (0, 2**63 - 1)
 
 _PARAM_KEY = re.compile(r"[/\w.\- :]{1,250}")
 """What MLflow accepts as a param or metric name (mlflow.utils.validation), 250 characters at most."""
-

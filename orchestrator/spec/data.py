@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gatedmodels.configbase import Config, Issue, show
+from gatedmodels.configbase import Config, Issue, Limits, show
 from orchestrator.spec.bounds import MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
@@ -26,7 +26,7 @@ class BigramBackcopyConfig(Config):
     seed: int = 0
     """Seed of the Dirichlet table and of the held-out sequences (shared by all trials)."""
 
-    LIMITS = {"vocab_size": (4, 4096), "seed": SEED}
+    LIMITS = Limits({"vocab_size": (4, 4096), "seed": SEED})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -60,7 +60,7 @@ class DataConfig(Config):
     bigram: BigramBackcopyConfig = field(default_factory=BigramBackcopyConfig)
     """Settings of the `bigram-backcopy` source."""
 
-    LIMITS = {"seq_len": (2, MAX_LEN), "max_chars": (1, None)}
+    LIMITS = Limits({"seq_len": (2, MAX_LEN), "max_chars": (1, None)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -77,5 +77,3 @@ class DataConfig(Config):
             if problem:
                 out.append(Issue(name, problem))
         return out
-
-

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gatedmodels.configbase import Config, Issue, show
+from gatedmodels.configbase import Config, Issue, Limits, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
@@ -31,7 +31,7 @@ class MMLUConfig(Config):
     batch_size: int = 16
     """Prompts per forward pass."""
 
-    LIMITS = {"limit": (1, None), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH)}
+    LIMITS = Limits({"limit": (1, None), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -71,7 +71,7 @@ class RulerConfig(Config):
     batch_size: int = 8
     """Prompts per forward pass."""
 
-    LIMITS = {"lengths": (32, MAX_LEN), "samples": (1, 100_000), "seed": SEED, "batch_size": (1, MAX_BATCH)}
+    LIMITS = Limits({"lengths": (32, MAX_LEN), "samples": (1, 100_000), "seed": SEED, "batch_size": (1, MAX_BATCH)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -106,8 +106,15 @@ class EvalConfig(Config):
     """Held-out perplexity on named sets (each offline corpus's validation split, or a local
     file): logged as ppl/<set> and bpb/<set>."""
 
-    LIMITS = {"batches": (1, 100_000), "batch_size": (1, MAX_BATCH), "probe_sequences": (1, 4096),
-              "sink_eps": (0, 1), "sink_tokens": (1, MAX_LEN)}
+    LIMITS = Limits(
+        {
+            "batches": (1, 100_000),
+            "batch_size": (1, MAX_BATCH),
+            "probe_sequences": (1, 4096),
+            "sink_eps": (0, 1),
+            "sink_tokens": (1, MAX_LEN),
+        }
+    )
 
     def problems(self) -> list[Issue]:
         out = []
@@ -117,8 +124,10 @@ class EvalConfig(Config):
             problem = "bigram-backcopy has no text" if name == "bigram-backcopy" else checked_path(name, source_problem)
             metric = f"ppl/{_set_name(name)}"
             if not problem and not _PARAM_KEY.fullmatch(metric):
-                problem = (f"got {show(name)}: its metric {show(metric)} is not a valid MLflow name; rename the file "
-                           "(letters, digits, '_', '-', '.', ' ')")
+                problem = (
+                    f"got {show(name)}: its metric {show(metric)} is not a valid MLflow name; rename the file "
+                    "(letters, digits, '_', '-', '.', ' ')"
+                )
             if problem:
                 out.append(Issue(f"ppl_sets[{i}]", problem))
         return out
@@ -127,5 +136,3 @@ class EvalConfig(Config):
 def _set_name(source: str) -> str:
     """The name of a perplexity set in its metrics (as orchestrator.evals.suite names it)."""
     return Path(source).stem if ("/" in source or "." in source) and not source.startswith("hf:") else source.replace(":", "_")
-
-

@@ -6,12 +6,13 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gatedmodels import GateConfig
-from gatedmodels.configbase import ConfigError, Issue, set_dotted, show
+from gatedmodels.configbase import Config, ConfigError, Issue, set_dotted, show
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig
@@ -79,7 +80,8 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
         if any(_matches(cell, entry) for entry in spec.exclude):
             excluded += 1
             continue
-        sections, errors = {}, []
+        sections: dict[str, Any] = {}  # section name -> its config, as TrialConfig's keyword arguments
+        errors: list[Issue] = []
         for name, paths in by_section.items():
             key = (name, repr([(p, cell[p]) for p in paths if p in cell]))
             hit = cache.get(key)
@@ -128,7 +130,7 @@ def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue
     out = []
     sched = spec.scheduler
     if sched is not None and sched.type == "asha":
-        steps = [(t.config.train.steps, t) for t in trials]
+        steps: list[tuple[float, ExpandedTrial | None]] = [(t.config.train.steps, t) for t in trials]
         dist = spec.search.space.get("train.steps") if spec.search.type == "optuna" else None
         shortest, first = min(steps, key=lambda st: st[0])
         if dist is not None:  # Optuna may sample shorter trials
@@ -137,13 +139,21 @@ def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue
                 shortest, first = low, None
         where = f"trial {first.name}" if first is not None else "the search space's train.steps"
         if sched.grace_period > shortest:
-            out.append(Issue("scheduler.grace_period", f"got {sched.grace_period}; allowed: <= train.steps of every trial "
-                                                       f"({int(shortest)}, {where})"))
+            out.append(
+                Issue(
+                    "scheduler.grace_period", f"got {sched.grace_period}; allowed: <= train.steps of every trial ({int(shortest)}, {where})"
+                )
+            )
         lone = next((t for t in trials if not 0 < t.config.train.eval_every < t.config.train.steps), None)
         if lone is not None:
-            out.append(Issue("scheduler", f"ASHA stops trials at their evaluations, but trial {lone.name} evaluates only at its "
-                                          f"end (train.eval_every {lone.config.train.eval_every}, train.steps "
-                                          f"{lone.config.train.steps}); set train.eval_every below train.steps, or drop the scheduler"))
+            out.append(
+                Issue(
+                    "scheduler",
+                    f"ASHA stops trials at their evaluations, but trial {lone.name} evaluates only at its "
+                    f"end (train.eval_every {lone.config.train.eval_every}, train.steps "
+                    f"{lone.config.train.steps}); set train.eval_every below train.steps, or drop the scheduler",
+                )
+            )
         out += _metric_problems("scheduler.metric", sched.metric, trials, at_every_evaluation=True)
     if spec.search.type == "optuna":
         out += _metric_problems("search.metric", spec.search.metric, trials, at_every_evaluation=False)
@@ -160,12 +170,17 @@ def _metric_problems(where: str, metric: str, trials: list[ExpandedTrial], *, at
     for t in trials:
         reason = _reports(t.config, metric, at_every_evaluation=at_every_evaluation)
         if reason:
-            return [Issue(where, f"got {show(metric)}, which trial {t.name} does not report ({reason}); every trial "
-                                 f"reports {', '.join(REPORTED_METRICS)}")]
+            return [
+                Issue(
+                    where,
+                    f"got {show(metric)}, which trial {t.name} does not report ({reason}); every trial "
+                    f"reports {', '.join(REPORTED_METRICS)}",
+                )
+            ]
     return []
 
 
-def _build_section(name: str, base: Any, values: dict[str, Any]):
+def _build_section(name: str, base: Any, values: dict[str, Any]) -> Config | ConfigError:
     """One validated section (or the ConfigError saying why not)."""
     data = copy.deepcopy(base) if isinstance(base, dict) else base
     try:
@@ -216,7 +231,7 @@ def _short(path: str, value: Any) -> str:
     return f"{leaf}={value}"
 
 
-def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[str] = frozenset()) -> None:
+def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: Collection[str] = frozenset()) -> None:
     """Run names from the values that vary (e.g. `G1-elementwise-small-s0`), unique. A zipped
     axis names only its departures from its most common value (`none-n_heads=48`, not
     `none-n_kv_heads=4-n_heads=48-n_experts=128`)."""
@@ -237,5 +252,3 @@ def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: set[st
     for t in trials:
         if counts[t.name] > 1:
             t.name = f"{t.name}-{t.config_hash[:6]}"
-
-

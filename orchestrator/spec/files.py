@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -35,7 +36,7 @@ class UserError(Exception):
 class _Refused(yaml.YAMLError):
     """A limit of the loader was exceeded (reported like any invalid YAML, with its line)."""
 
-    def __init__(self, problem: str, mark=None):
+    def __init__(self, problem: str, mark: yaml.Mark | None = None):
         super().__init__(problem)
         self.problem, self.problem_mark = problem, mark
 
@@ -43,11 +44,11 @@ class _Refused(yaml.YAMLError):
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader (no Python object tags) that rejects duplicate keys and bounds nesting depth."""
 
-    def __init__(self, stream):
+    def __init__(self, stream: str):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         # the composer recurses once per nesting level: bound it before Python's stack is
         self._depth += 1
         try:
@@ -141,7 +142,7 @@ def read_text(path: str | Path, *, what: str = "YAML file", max_bytes: int = MAX
         raise UserError(f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start}), expected a {what}") from None
 
 
-def parse_yaml(text: str):
+def parse_yaml(text: str) -> Any:
     """The value of one YAML document (None when empty); yaml.YAMLError for anything wrong."""
     loader = _StrictLoader(text)
     try:

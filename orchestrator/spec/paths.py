@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
 
 
-def checked_path(value: str, check) -> str | None:
+def checked_path(value: str, check: Callable[[str], str | None]) -> str | None:
     """`check(value)` (a `*_problem` function that looks at the filesystem), guarded: a path the
     system cannot even look up (a NUL character, too long) or an OSError is a problem, not a crash."""
     if "\x00" in value:
@@ -101,9 +102,15 @@ def hub_problems(cfg: TrialConfig) -> list[Issue]:
     if online():
         return []
     hub = [("data.source", cfg.data.source)] + [(f"eval.ppl_sets[{i}]", s) for i, s in enumerate(cfg.eval.ppl_sets)]
-    return [Issue(where, f"got {show(source)}: the Hugging Face Hub is off (gatesweep runs offline); set {ONLINE_ENV}=1 "
-                         "on a machine with network access, or use a local file or an offline corpus")
-            for where, source in hub if source.startswith("hf:")]
+    return [
+        Issue(
+            where,
+            f"got {show(source)}: the Hugging Face Hub is off (gatesweep runs offline); set {ONLINE_ENV}=1 "
+            "on a machine with network access, or use a local file or an offline corpus",
+        )
+        for where, source in hub
+        if source.startswith("hf:")
+    ]
 
 
 def environment_problems(cfg: TrialConfig) -> list[Issue]:
@@ -132,7 +139,7 @@ def environment_problems(cfg: TrialConfig) -> list[Issue]:
     return out
 
 
-def distinct_problems(configs, check) -> list[Issue]:
+def distinct_problems(configs: Iterable[TrialConfig], check: Callable[[TrialConfig], list[Issue]]) -> list[Issue]:
     """`check(cfg)` of each distinct data and evaluation section (the trials of a sweep share
     section objects), each problem once."""
     seen: set[tuple[int, int]] = set()
@@ -206,5 +213,3 @@ def _mmlu_source_problem(path: str | None) -> str | None:
     except DataUnavailable as err:
         return str(err)
     return None
-
-

@@ -12,8 +12,18 @@ from orchestrator.spec.trial import TrialConfig
 # in all of them. One list, kept in step with the code that reports:
 # - at every evaluation and in the final result, by every trial (orchestrator/evaluation.py `evaluate`,
 #   reported by trial.py `Trainer.run` and tune_trial.py `trainable`):
-REPORTED_METRICS = ("val_loss", "val_ppl", "val_bpb", "first_token_attn", "first_token_attn_uniform", "sink_ratio",
-                    "max_activation", "max_activation/peak", "max_activation/ratio", "value_norm_bos_ratio")
+REPORTED_METRICS = (
+    "val_loss",
+    "val_ppl",
+    "val_bpb",
+    "first_token_attn",
+    "first_token_attn_uniform",
+    "sink_ratio",
+    "max_activation",
+    "max_activation/peak",
+    "max_activation/ratio",
+    "value_norm_bos_ratio",
+)
 # - the same, but only by gated models (`gate_statistics`: not by `none` or the G1 controls):
 GATE_METRICS = ("gate_score_mean", "gate_frac_below_1e-2", "gate_frac_below_1e-3")
 # - the same, but only on bigram-backcopy data (`BigramBackcopy.task_metrics`):
@@ -29,8 +39,10 @@ def metric_problem(metric: str) -> str | None:
     """Why `metric` is not a metric trials report, or None (whether each trial reports it: `_reports`)."""
     if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
         return None
-    return (f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS)}; or, reported "
-            f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}")
+    return (
+        f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS)}; or, reported "
+        f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}"
+    )
 
 
 def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str | None:
@@ -46,11 +58,13 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
     if at_every_evaluation:
         return f"{metric} is reported only when a trial ends, and the scheduler compares trials at each evaluation"
     if 0 < train.eval_every < train.steps:
-        return (f"{metric} is reported only when a trial ends, and this trial also reports at every train.eval_every "
-                f"({train.eval_every}) steps; set train.eval_every: 0, or compare an evaluation metric such as val_loss")
+        return (
+            f"{metric} is reported only when a trial ends, and this trial also reports at every train.eval_every "
+            f"({train.eval_every}) steps; set train.eval_every: 0, or compare an evaluation metric such as val_loss"
+        )
     ev = cfg.eval
     if metric in ("mmlu_acc", "mmlu_acc_macro") or metric.startswith("mmlu/"):
-        subject = metric[len("mmlu/"):] if metric.startswith("mmlu/") else None
+        subject = metric[len("mmlu/") :] if metric.startswith("mmlu/") else None
         if not ev.mmlu.enabled:
             return "it does not run MMLU (eval.mmlu.enabled)"
         if subject is not None and ev.mmlu.subjects and subject not in ev.mmlu.subjects:
@@ -65,5 +79,3 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
         if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
             return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
     return None
-
-

@@ -36,7 +36,13 @@ def type_schema(tp: Any) -> dict:
     if isinstance(tp, type) and issubclass(tp, Config):
         return config_schema(tp)
     # numbers may be written as strings such as "1e-3" (YAML 1.1)
-    return {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": ["number", "string"]}, str: {"type": "string"}}.get(tp, {})
+    leaves: dict[type, dict] = {
+        bool: {"type": "boolean"},
+        int: {"type": "integer"},
+        float: {"type": ["number", "string"]},
+        str: {"type": "string"},
+    }
+    return leaves.get(tp, {})
 
 
 def config_schema(cls: type[Config]) -> dict:

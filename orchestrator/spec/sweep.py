@@ -20,10 +20,10 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from gatedmodels import ModelConfig
-from gatedmodels.configbase import Config, ConfigError, Issue, deep_merge, field_type, set_dotted, show
+from gatedmodels.configbase import Config, ConfigError, Issue, Limits, deep_merge, field_type, set_dotted, show
 from orchestrator.spec.bounds import MAX_STEPS
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
@@ -33,10 +33,18 @@ from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
 from orchestrator.spec.trial import TrackingConfig, TrialConfig
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig, "deepspeed": DeepSpeedConfig, "eval": EvalConfig}
+SECTIONS: dict[str, type[Config]] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "deepspeed": DeepSpeedConfig,
+    "eval": EvalConfig,
+}
 MAX_CELLS = 100_000
 """Most cells a sweep's grid and zip groups may expand to (10,000 validate in a third of a second)."""
 MAX_PROBES = 200
+
+
 @dataclass(kw_only=True, frozen=True)
 class SearchConfig(Config):
     """How trials are chosen: the full grid, or Optuna within each grid arm."""
@@ -58,7 +66,7 @@ class SearchConfig(Config):
     """Optuna: dotted path -> distribution, one of {loguniform: [lo, hi]}, {uniform: [lo, hi]},
     {int: [lo, hi]}, {choice: [a, b, ...]}."""
 
-    LIMITS = {"num_samples": (None, 10_000), "seed": (0, 2**32 - 1)}  # Optuna's samplers take 32-bit seeds
+    LIMITS = Limits({"num_samples": (None, 10_000), "seed": (0, 2**32 - 1)})  # Optuna's samplers take 32-bit seeds
 
     def problems(self) -> list[Issue]:
         out = []
@@ -129,7 +137,7 @@ class SchedulerConfig(Config):
     reduction_factor: float = 3.0
     """ASHA's halving rate."""
 
-    LIMITS = {"grace_period": (1, MAX_STEPS), "max_t": (0, MAX_STEPS), "reduction_factor": (None, 1000)}
+    LIMITS = Limits({"grace_period": (1, MAX_STEPS), "max_t": (0, MAX_STEPS), "reduction_factor": (None, 1000)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -156,8 +164,9 @@ class ResourcesConfig(Config):
     max_concurrent: int = 0
     """Trials running at once; 0: as many as the cluster's CPUs (and GPUs) allow."""
 
-    LIMITS = {"workers_per_trial": (1, 4096), "cpus_per_worker": (None, 1024), "gpus_per_worker": (0, 64),
-              "max_concurrent": (0, 10_000)}
+    LIMITS = Limits(
+        {"workers_per_trial": (1, 4096), "cpus_per_worker": (None, 1024), "gpus_per_worker": (0, 64), "max_concurrent": (0, 10_000)}
+    )
 
     def problems(self) -> list[Issue]:
         out = []
@@ -199,7 +208,7 @@ class SweepSpec(Config):
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """MLflow experiment and tracking URI."""
 
-    LIMITS = {"retries": (0, 100)}
+    LIMITS = Limits({"retries": (0, 100)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -265,7 +274,7 @@ def _overlapping_axes(axes: dict[str, str]) -> list[Issue]:
     return out
 
 
-def _exclude_value_problems(spec: "SweepSpec") -> list[Issue]:
+def _exclude_value_problems(spec: SweepSpec) -> list[Issue]:
     """An exclude value that no cell has excludes nothing: most likely a typo."""
     values = dict(spec.grid)
     for group in spec.zip:
@@ -289,7 +298,7 @@ def _leaf_type(path: str) -> Any:
     return tp
 
 
-def _space_problems(spec: "SweepSpec") -> list[Issue]:
+def _space_problems(spec: SweepSpec) -> list[Issue]:
     """Every value an Optuna dimension can sample (its bounds, each choice) must be valid for the
     field it sets: the base with that value is validated, and what it adds to the base's own
     problems is reported (so an invalid gate in a `choice` or a negative lr range speaks now)."""
@@ -308,7 +317,7 @@ def _space_problems(spec: "SweepSpec") -> list[Issue]:
         if kind == "choice":
             probes = args[:MAX_PROBES]
         else:
-            lo, hi = numeric_bounds(args)
+            lo, hi = cast("tuple[float, float]", numeric_bounds(args))  # not None: _distribution_problems passed
             probes = [int(lo), int(hi)] if kind == "int" else [lo, hi]
         for value in probes:
             data = copy.deepcopy(spec.base)
@@ -330,7 +339,7 @@ def _trial_issues(data: dict) -> list[Issue]:
     return []
 
 
-def _axis_overrides(issue_path: str, spec: "SweepSpec") -> bool:
+def _axis_overrides(issue_path: str, spec: SweepSpec) -> bool:
     """Whether a problem of the base is at a path some axis sets (the cells decide then)."""
     axes = list(spec.grid) + [p for g in spec.zip for p in g] + list(spec.search.space)
     return any(issue_path == a or issue_path.startswith(a + ".") or a.startswith(issue_path + ".") for a in axes)
@@ -398,9 +407,12 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
     """A copy that runs every trial for a few steps: catches broken cells before a real launch."""
-    base = deep_merge(spec.base, {
-        "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
-    })
+    base = deep_merge(
+        spec.base,
+        {
+            "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
+            "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+        },
+    )
     search = spec.search.replace(num_samples=min(spec.search.num_samples, 2))
     return spec.replace(name=f"{spec.name}-smoke", base=base, search=search, scheduler=None)

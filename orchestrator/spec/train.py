@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gatedmodels.configbase import Config, Issue, flatten_dict, show
+from gatedmodels.configbase import Config, Issue, Limits, flatten_dict, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
 
 
@@ -29,7 +29,7 @@ class SpikeConfig(Config):
     warmup: int = 100
     """Steps ignored at the start, while the loss falls fast."""
 
-    LIMITS = {"window": (2, 1_000_000), "k": (0, None), "delta": (0, None), "warmup": (0, MAX_STEPS)}
+    LIMITS = Limits({"window": (2, 1_000_000), "k": (0, None), "delta": (0, None), "warmup": (0, MAX_STEPS)})
 
     def problems(self) -> list[Issue]:
         out = []
@@ -75,10 +75,22 @@ class TrainConfig(Config):
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
     """Loss-spike detection."""
 
-    LIMITS = {"steps": (1, MAX_STEPS), "batch_size": (1, MAX_BATCH), "grad_accum": (1, MAX_BATCH),
-              "warmup_steps": (0, MAX_STEPS), "weight_decay": (0, None), "grad_clip": (0, None), "seed": SEED,
-              "log_every": (1, MAX_STEPS), "eval_every": (0, MAX_STEPS), "checkpoint_every": (0, MAX_STEPS),
-              "keep_checkpoints": (1, 1000), "threads": (0, 4096)}
+    LIMITS = Limits(
+        {
+            "steps": (1, MAX_STEPS),
+            "batch_size": (1, MAX_BATCH),
+            "grad_accum": (1, MAX_BATCH),
+            "warmup_steps": (0, MAX_STEPS),
+            "weight_decay": (0, None),
+            "grad_clip": (0, None),
+            "seed": SEED,
+            "log_every": (1, MAX_STEPS),
+            "eval_every": (0, MAX_STEPS),
+            "checkpoint_every": (0, MAX_STEPS),
+            "keep_checkpoints": (1, 1000),
+            "threads": (0, 4096),
+        }
+    )
 
     def problems(self) -> list[Issue]:
         out = []
@@ -146,8 +158,13 @@ def _extra_problems(extra: dict) -> list[Issue]:
         out.append(Issue("extra", f"has {len(keys):,} values; allowed: at most 500"))
     bad = [k for k in keys if not _PARAM_KEY.fullmatch(k)]
     if bad:
-        out.append(Issue("extra", f"key {show(bad[0][len('deepspeed.'):])} cannot be an MLflow param name; allowed: letters, "
-                                  "digits, '_', '-', '.', ' ', ':', '/', at most 250 characters with the prefix"))
+        out.append(
+            Issue(
+                "extra",
+                f"key {show(bad[0][len('deepspeed.') :])} cannot be an MLflow param name; allowed: letters, "
+                "digits, '_', '-', '.', ' ', ':', '/', at most 250 characters with the prefix",
+            )
+        )
     return out
 
 
@@ -156,5 +173,3 @@ def _merge(base: dict, over: dict) -> dict:
     for k, v in over.items():
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
-
-

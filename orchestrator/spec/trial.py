@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels import ModelConfig
-from gatedmodels.configbase import Config, ConfigError, Issue, set_dotted, show
+from gatedmodels.configbase import Config, ConfigError, Issue, Limits, set_dotted, show
 from orchestrator.spec.bounds import MAX_LEN
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
@@ -75,32 +75,63 @@ class TrialConfig(Config):
     HASHED = ("model", "data", "train", "deepspeed", "eval")
 
     # the model's sizes, bounded here (gatedmodels itself leaves them open)
-    LIMITS = {"model.d_model": (1, 65_536), "model.n_layers": (1, 1024), "model.n_heads": (1, 1024),
-              "model.n_kv_heads": (1, 1024), "model.head_dim": (1, 4096), "model.ffn_dim": (1, MAX_LEN),
-              "model.max_seq_len": (1, MAX_LEN), "model.init_std": (0, None), "model.rope.factor": (None, 1_000_000),
-              "model.rope.original_max_len": (1, MAX_LEN), "model.moe.n_experts": (0, 4096),
-              "model.moe.expert_dim": (None, MAX_LEN), "model.moe.aux_loss_coef": (0, None)}
+    LIMITS = Limits(
+        {
+            "model.d_model": (1, 65_536),
+            "model.n_layers": (1, 1024),
+            "model.n_heads": (1, 1024),
+            "model.n_kv_heads": (1, 1024),
+            "model.head_dim": (1, 4096),
+            "model.ffn_dim": (1, MAX_LEN),
+            "model.max_seq_len": (1, MAX_LEN),
+            "model.init_std": (0, None),
+            "model.rope.factor": (None, 1_000_000),
+            "model.rope.original_max_len": (1, MAX_LEN),
+            "model.moe.n_experts": (0, 4096),
+            "model.moe.expert_dim": (None, MAX_LEN),
+            "model.moe.aux_loss_coef": (0, None),
+        }
+    )
 
     def problems(self) -> list[Issue]:
         out = []
         learned = self.model.position_encoding == "learned"
         if learned and self.data.seq_len > self.model.max_seq_len:
-            out.append(Issue("data.seq_len", f"got {self.data.seq_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"))
+            out.append(
+                Issue(
+                    "data.seq_len", f"got {self.data.seq_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"
+                )
+            )
         if learned and self.eval.mmlu.enabled and self.eval.mmlu.max_len > self.model.max_seq_len:
-            out.append(Issue("eval.mmlu.max_len", f"got {self.eval.mmlu.max_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"))
+            out.append(
+                Issue(
+                    "eval.mmlu.max_len",
+                    f"got {self.eval.mmlu.max_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
+                )
+            )
         if learned and self.eval.ruler.enabled:
             for i, length in enumerate(self.eval.ruler.lengths):
                 if length > self.model.max_seq_len:
-                    out.append(Issue(f"eval.ruler.lengths[{i}]", f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"))
+                    out.append(
+                        Issue(
+                            f"eval.ruler.lengths[{i}]",
+                            f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
+                        )
+                    )
         if self.model.norm_eps <= 0:
             out.append(Issue("model.norm_eps", f"got {self.model.norm_eps}; allowed: > 0"))
         rope = self.model.rope  # YaRN (trained with it, or RULER's extension) needs beta_fast > beta_slow > 0
         if not 0 < rope.beta_slow < rope.beta_fast:
-            out.append(Issue("model.rope.beta_slow", f"got {rope.beta_slow} with beta_fast {rope.beta_fast}; allowed: 0 < beta_slow < beta_fast"))
+            out.append(
+                Issue("model.rope.beta_slow", f"got {rope.beta_slow} with beta_fast {rope.beta_fast}; allowed: 0 < beta_slow < beta_fast")
+            )
         if self.eval.probe_sequences > self.eval.batch_size * self.eval.batches:
             out.append(Issue("eval.probe_sequences", f"got {self.eval.probe_sequences}; allowed: <= eval.batches * eval.batch_size"))
-        text_only = {"eval.mmlu.enabled": self.eval.mmlu.enabled, "eval.ruler.enabled": self.eval.ruler.enabled,
-                     "eval.ppl_sets": bool(self.eval.ppl_sets)}
+        text_only = {
+            "eval.mmlu.enabled": self.eval.mmlu.enabled,
+            "eval.ruler.enabled": self.eval.ruler.enabled,
+            "eval.ppl_sets": bool(self.eval.ppl_sets),
+        }
         if self.data.source == "bigram-backcopy":
             for path, on in text_only.items():
                 if on:

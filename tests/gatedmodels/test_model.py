@@ -9,11 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from gatedmodels import PRESETS, GateConfig, GatedTransformer, ModelConfig, build_meta
-from gatedmodels.gates import score_shape, gate_sites
+from gatedmodels.gates import gate_sites, score_shape
 from gatedmodels.layers import rope_frequencies
 
 from .reference import reference_logits
-
 
 
 @pytest.fixture(autouse=True)
