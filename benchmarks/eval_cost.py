@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import result  # noqa: E402
+from common import result
 
 
 def main() -> None:

@@ -17,11 +17,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
+from common import interleaved, ratios, result, table
 
-from common import interleaved, ratios, result, table  # noqa: E402
-from gatedmodels import GatedTransformer, ModelConfig  # noqa: E402
+from gatedmodels import GatedTransformer, ModelConfig
 
 VARIANTS = {
     "none": dict(position="none"),

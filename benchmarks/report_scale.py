@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import table  # noqa: E402
+from common import table
 
 GOAL_S = 10.0
 GATES = ["none", "G1-elementwise", "G1-headwise", "G1-elementwise-shared", "G1-elementwise-silu", "G1-elementwise-additive",

@@ -1,7 +1,7 @@
 """Tokens/s of the `gatesweep train` training loop divided by a bare torch loop's, same model and
 batch shape, alternating every few steps in one process.
 
-The trial side is the real loop (`orchestrator.trial.run`: data pipeline, DeepSpeed engine, spike
+The trial side is the real loop (`orchestrator.trial.trainer`: data pipeline, DeepSpeed engine, spike
 rules, step metrics logged to a temporary MLflow SQLite store), stepped with the same method the
 trial runs; the bare side is forward, cross-entropy, backward, gradient clipping, AdamW and the LR
 schedule on one fixed batch. Goal: ratio >= 0.95. A full trial's one-off cost outside its training
@@ -23,15 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
+from common import result
 
-from common import result  # noqa: E402
-from gatedmodels import GatedTransformer  # noqa: E402
-from orchestrator.spec.trial import TrialConfig  # noqa: E402
-from orchestrator.data import build_trial_data  # noqa: E402
-from orchestrator.trial.distributed import process_group  # noqa: E402
-from orchestrator.trial.run import TrialContext, _Trainer, lr_lambda, param_groups, run_trial  # noqa: E402
+from gatedmodels import GatedTransformer
+from orchestrator.data import build_trial_data
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.trial.callbacks.mlflow_logging import MLflowLogging
+from orchestrator.trial.distributed import process_group
+from orchestrator.trial.optim import lr_lambda, param_groups
+from orchestrator.trial.run import TrialContext, build, make_trainer, run_trial
 
 
 def trial_config(args, steps: int) -> TrialConfig:
@@ -86,9 +88,9 @@ def main() -> None:
         ctx = TrialContext(run_dir=Path(tmp) / "loop", tracking_uri=uri, resume=False)
         ctx.run_dir.mkdir()
         with process_group() as (rank, world), torch.enable_grad():
-            trainer = _Trainer(cfg, ctx, rank, world)
-            trainer.build()
-            trainer.open_run()
+            tracker = MLflowLogging(cfg, ctx)
+            tracker.open()
+            trainer = make_trainer(cfg, ctx, build(cfg, world), rank=rank, world=world, tracker=tracker)
             trainer.start()
             bare = Bare(cfg)
             for _ in range(2):  # warm-up both sides
@@ -103,7 +105,7 @@ def main() -> None:
                         fn()
                     times[name] = time.perf_counter() - t0
                 ratios.append(times["bare"] / times["trial"])  # tokens/s ratio = inverse time ratio
-            trainer.logger.finish()
+            tracker.logger.finish()
         t0 = time.perf_counter()
         full = run_trial(trial_config(args, 20), TrialContext(run_dir=Path(tmp) / "full", tracking_uri=uri))
         fixed = time.perf_counter() - t0 - full.train_s

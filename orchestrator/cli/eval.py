@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+from orchestrator.tracking import names
+
 from .common import UserError, print_table, tracking_uri
 
 TASKS = ("mmlu", "ruler", "ppl")
@@ -45,7 +47,7 @@ def _locate(target: str, uri: str) -> tuple[Path, str | None]:
             run = client(uri).get_run(target)
         except Exception as err:
             raise UserError(f"run {target}: not found in {uri} ({type(err).__name__})") from None
-        run_dir = run.data.tags.get("gatesweep.run_dir")
+        run_dir = run.data.tags.get(names.RUN_DIR_TAG)
         if not run_dir or not (Path(run_dir) / "model.pt").exists():
             raise UserError(f"run {target}: its weights are not on this machine (gatesweep.run_dir = {run_dir})")
         return Path(run_dir) / "model.pt", target

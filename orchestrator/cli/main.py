@@ -13,7 +13,7 @@ from gatedmodels.configbase import ConfigError
 
 from .. import __version__
 from . import data, plan, report, resume, run, schema, train, ui, validate
-from . import eval as eval_  # noqa: A004
+from . import eval as eval_
 from .common import UserError
 
 #: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gatedmodels.configbase import ConfigError
 
-from .common import UserError, load_yaml
+from .common import UserError
 
 
 def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Path | None = None):
@@ -21,14 +21,12 @@ def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Pa
     Relative paths in it are relative to `base_dir`, by default `relative_to(path)`."""
     from orchestrator.spec.expand import expand
     from orchestrator.spec.paths import distinct_problems, environment_problems
-    from orchestrator.spec.sweep import SweepSpec, apply_smoke, resolve_sweep_paths
+    from orchestrator.spec.sweep import apply_smoke, load_sweep
 
-    data = load_yaml(path)
-    resolve_sweep_paths(data, Path(base_dir) if base_dir is not None else relative_to(Path(path)))
     try:
-        spec = SweepSpec.from_dict(data)
+        spec = load_sweep(path, base_dir=base_dir if base_dir is not None else relative_to(Path(path)))
     except ConfigError as err:
-        raise UserError(err.with_source(str(path)).render()) from None
+        raise UserError(err.render()) from None
     if smoke:
         spec = apply_smoke(spec)
     try:

@@ -11,7 +11,9 @@ Metric names are stable (they are MLflow keys and report columns):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -43,31 +45,50 @@ def _per_layer(name: str, values: list[float]) -> dict[str, float]:
     return {f"{name}/layer_{i}": v for i, v in enumerate(values)}
 
 
+class Perplexity(NamedTuple):
+    loss: float
+    """Mean next-token cross-entropy in nats."""
+    ppl: float
+    bpb: float
+    """Bits per UTF-8 byte of the predicted tokens."""
+
+
+@torch.no_grad()
+def perplexity(model, batches: Iterable[torch.Tensor], token_bytes, *, device,
+               each: Callable[[torch.Tensor, torch.Tensor], None] | None = None) -> Perplexity:
+    """Loss, perplexity and bits per byte of next-token prediction over (B, T+1) batches that
+    start with BOS; `token_bytes[id]` is the number of bytes token `id` stands for. `each(logits,
+    seq)` sees every batch (held-out task metrics). The periodic evaluation (`val_*`) and the
+    perplexity sets (`ppl/<set>`, `bpb/<set>`, orchestrator.evals.suite) both come from here."""
+    nll, n_tokens, n_bytes = 0.0, 0, 0
+    tb = torch.as_tensor(token_bytes)
+    for seq in batches:
+        seq = seq.to(device)
+        logits = model(seq[:, :-1]).float()
+        targets = seq[:, 1:]
+        nll += float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
+        n_tokens += targets.numel()
+        n_bytes += int(tb[targets.cpu()].sum())
+        if each is not None:
+            each(logits, seq)
+    loss = nll / n_tokens
+    return Perplexity(loss, math.exp(min(loss, 700.0)), nll / math.log(2) / max(n_bytes, 1))
+
+
 @torch.no_grad()
 def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch.device | str = "cpu") -> EvalResult:
     """`model` is a GatedTransformer (unwrapped), `cfg` an EvalConfig."""
     was_training = model.training
     model.eval()
     try:
-        nll_sum, n_tokens, n_bytes = 0.0, 0, 0
-        token_bytes = torch.as_tensor(data.token_bytes)
         task: dict[str, list[float]] = {}
-        for seq in val_batches:
-            seq = seq.to(device)
-            logits = model(seq[:, :-1]).float()
-            targets = seq[:, 1:]
-            nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum")
-            nll_sum += float(nll)
-            n_tokens += targets.numel()
-            n_bytes += int(token_bytes[targets.cpu()].sum())
+
+        def task_metrics(logits: torch.Tensor, seq: torch.Tensor) -> None:
             for k, v in data.task_metrics(logits.cpu(), seq.cpu()).items():
                 task.setdefault(k, []).append(v)
-        val_loss = nll_sum / n_tokens
-        metrics = {
-            "val_loss": val_loss,
-            "val_ppl": math.exp(min(val_loss, 700.0)),
-            "val_bpb": nll_sum / math.log(2) / max(n_bytes, 1),
-        }
+
+        val = perplexity(model, val_batches, data.token_bytes, device=device, each=task_metrics)
+        metrics = {"val_loss": val.loss, "val_ppl": val.ppl, "val_bpb": val.bpb}
         metrics.update({k: sum(v) / len(v) for k, v in task.items()})
 
         probe_seq = torch.cat(val_batches)[: cfg.probe_sequences, :-1].to(device)

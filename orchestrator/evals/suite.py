@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from gatedmodels import RopeConfig, rope_override
+
+from .heldout import perplexity
 
 BENCHMARKS = ("mmlu", "ruler", "ppl")
 
@@ -66,20 +66,6 @@ def ruler_rope(cfg, length: int, train_len: int, rope: RopeConfig) -> RopeConfig
     if cfg.extend == "base":
         return rope.replace(base=max(rope.base, cfg.base))
     return rope.replace(scaling="yarn", factor=length / train_len, original_max_len=train_len)
-
-
-@torch.no_grad()
-def perplexity(model, windows: torch.Tensor, token_bytes, *, batch_size: int, device) -> tuple[float, float]:
-    """(perplexity, bits per byte) over (N, T+1) windows that start with BOS."""
-    nll, n_tok, n_bytes = 0.0, 0, 0
-    tb = torch.as_tensor(token_bytes)
-    for i in range(0, len(windows), batch_size):
-        seq = windows[i : i + batch_size].to(device)
-        logits = model(seq[:, :-1]).float()
-        nll += float(F.cross_entropy(logits.flatten(0, 1), seq[:, 1:].flatten(), reduction="sum"))
-        n_tok += seq[:, 1:].numel()
-        n_bytes += int(tb[seq[:, 1:].cpu()].sum())
-    return math.exp(min(nll / n_tok, 700.0)), nll / math.log(2) / max(n_bytes, 1)
 
 
 def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...] = BENCHMARKS,
@@ -155,8 +141,9 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
             def do_ppl(name=name) -> dict[str, float]:
                 t0 = time.perf_counter()
                 windows = heldout_windows(name, tokenizer, train_len, trial_cfg.data.val_fraction)
-                ppl, bpb = perplexity(model, windows, tokenizer.token_bytes, batch_size=ev.batch_size, device=device)
-                return {f"ppl/{_set_name(name)}": ppl, f"bpb/{_set_name(name)}": bpb, "eval_time_s/ppl": time.perf_counter() - t0}
+                batches = (windows[i : i + ev.batch_size] for i in range(0, len(windows), ev.batch_size))
+                p = perplexity(model, batches, tokenizer.token_bytes, device=device)
+                return {f"ppl/{_set_name(name)}": p.ppl, f"bpb/{_set_name(name)}": p.bpb, "eval_time_s/ppl": time.perf_counter() - t0}
 
             res, _ = cached({"kind": "ppl", "weights": wh, "tok": tok_id, "set": name, "seq_len": train_len,
                              "val_fraction": trial_cfg.data.val_fraction}, do_ppl)

@@ -37,10 +37,6 @@ class Expansion:
     varying: list[str]
     """Axes whose value differs between trials (the columns of the trial table)."""
 
-    @property
-    def arms(self) -> list[ExpandedTrial]:
-        return self.trials
-
 
 def _cells(spec: SweepSpec) -> list[dict[str, Any]]:
     dims: list[list[dict[str, Any]]] = [[{path: v} for v in values] for path, values in spec.grid.items()]

@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 from gatedmodels.configbase import show
+from orchestrator import metrics
 from orchestrator.spec.trial import TrialConfig
 
-"""Values of an Optuna `choice` checked against their field."""
-
-# What a trial reports to Ray Tune, the metrics a scheduler (ASHA) or a search (Optuna) can compare.
-# Ray checks every reported result for the scheduler's and the search's metric, so a metric must be
-# in all of them. One list, kept in step with the code that reports:
-# - at every evaluation and in the final result, by every trial (orchestrator/evaluation.py `evaluate`,
-#   reported by trial.py `Trainer.run` and tune_trial.py `trainable`):
-REPORTED_METRICS = (
-    "val_loss",
-    "val_ppl",
-    "val_bpb",
-    "first_token_attn",
-    "first_token_attn_uniform",
-    "sink_ratio",
-    "max_activation",
-    "max_activation/peak",
-    "max_activation/ratio",
-    "value_norm_bos_ratio",
-)
-# - the same, but only by gated models (`gate_statistics`: not by `none` or the G1 controls):
-GATE_METRICS = ("gate_score_mean", "gate_frac_below_1e-2", "gate_frac_below_1e-3")
-# - the same, but only on bigram-backcopy data (`BigramBackcopy.task_metrics`):
-BIGRAM_METRICS = ("bbc/trigger_loss", "bbc/copy_acc", "bbc/nontrigger_loss", "bbc/optimal_loss", "bbc/trigger_share")
-# - only in the final result (trial.py's final metrics, spikes.py's summary, the benchmarks of
-#   orchestrator/evals/suite.py when enabled): usable by a search whose trials evaluate only at the end.
-FINAL_METRICS = ("loss_spikes", "tokens_per_s", "train_time_s", "mmlu_acc", "mmlu_acc_macro")
-FINAL_PREFIXES = ("mmlu/", "ruler_avg/", "ruler/", "ppl/", "bpb/")
+# What a trial reports to Ray Tune: a scheduler (ASHA) or a search (Optuna) must compare a metric every
+# result has. From the registry (orchestrator/metrics.py), by when trials report them and which do:
+REPORTED_METRICS = metrics.names(when="eval", needs="")
+"""At every evaluation and in the final result, by every trial."""
+GATE_METRICS = metrics.names(when="eval", needs="gate")
+"""The same, but only by gated models (not by `none` or the G1 controls)."""
+BIGRAM_METRICS = metrics.names(when="eval", needs="bigram")
+"""The same, but only on bigram-backcopy data."""
+FINAL_METRICS = metrics.names(when="end")
+"""Only in the final result: usable by a search whose trials evaluate only at the end."""
+FINAL_PREFIXES = metrics.prefixes(when="end")
 """mmlu/<subject>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
 
 

@@ -393,12 +393,13 @@ def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
     return data
 
 
-def load_sweep(path: str | Path) -> SweepSpec:
+def load_sweep(path: str | Path, *, base_dir: str | Path | None = None) -> SweepSpec:
     """Load and strictly validate a sweep file (expansion is separate: `expand`); its local
-    paths are made absolute against its folder."""
+    paths are made absolute against `base_dir`, by default the file's folder."""
     from orchestrator.spec.files import load_yaml
 
-    data = resolve_sweep_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
+    folder = Path(base_dir) if base_dir is not None else Path(path).expanduser().absolute().parent
+    data = resolve_sweep_paths(load_yaml(path), folder)
     try:
         return SweepSpec.from_dict(data)
     except ConfigError as err:

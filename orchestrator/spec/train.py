@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gatedmodels.configbase import Config, Issue, Limits, flatten_dict, show
+from gatedmodels.configbase import Config, Issue, Limits, deep_merge, flatten_dict, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
 
 
@@ -138,7 +138,7 @@ class DeepSpeedConfig(Config):
             "steps_per_print": 10**9,
             "wall_clock_breakdown": False,
         }
-        return _merge(ds, self.extra)
+        return deep_merge(ds, self.extra)
 
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
@@ -165,11 +165,4 @@ def _extra_problems(extra: dict) -> list[Issue]:
                 "digits, '_', '-', '.', ' ', ':', '/', at most 250 characters with the prefix",
             )
         )
-    return out
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out

@@ -138,12 +138,6 @@ class TrialConfig(Config):
                     out.append(Issue(path, "needs a text data source with a tokenizer; bigram-backcopy has neither"))
         return out
 
-    def canonical(self) -> dict:
-        """The hashed sections as a plain dict, gate normalised."""
-        data = {k: getattr(self, k).plain_view() for k in self.HASHED}
-        data["model"] = {**data["model"], "gate": self.model.gate.normalized().plain_view()}
-        return data
-
     def config_hash(self) -> str:
         """SHA-256 over the canonical JSON of each hashed section (sections cache their JSON,
         so the trials of a sweep, which share section objects, hash quickly)."""

@@ -23,7 +23,7 @@ import io
 import logging
 import os
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

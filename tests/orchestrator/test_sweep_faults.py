@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -275,8 +274,8 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
     the first thing after the marker) must not lose that step's evaluation."""
     from mlflow.tracking import MlflowClient
 
-    from orchestrator.trial import run as trial_mod
     from orchestrator.spec.trial import TrialConfig
+    from orchestrator.trial import run as trial_mod
 
     cfg = TrialConfig.from_dict({
         "model": {"size": "bigram-1l"}, "data": {"seq_len": 32},
@@ -290,7 +289,7 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
         seen["val_loss"] = [m.step for m in MlflowClient(tracking_uri).get_metric_history(run, "val_loss")]
         raise KeyboardInterrupt("killed right after COMPLETE")
 
-    monkeypatch.setattr(trial_mod, "_prune_checkpoints", killed_after_marker)
+    monkeypatch.setattr("orchestrator.trial.checkpoint.prune_checkpoints", killed_after_marker)
     with pytest.raises(KeyboardInterrupt):
         trial_mod.run_trial(cfg, trial_mod.TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
     assert (tmp_path / "r/checkpoints/step20/COMPLETE").exists()

@@ -1,0 +1,27 @@
+"""End-of-trial benchmarks: MMLU, RULER-style and perplexity sets (orchestrator.evals.suite), once,
+on the final weights, in the main process; their metrics join the final ones."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from orchestrator.trial.callbacks.base import Callback
+
+
+def selected(ev) -> tuple[str, ...]:
+    """The benchmarks an EvalConfig turns on."""
+    return tuple(name for name, on in (("mmlu", ev.mmlu.enabled), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
+
+
+class Benchmarks(Callback):
+    def __init__(self, cfg, model, data, which: tuple[str, ...], *, device, progress: Callable[[str], None] | None = None):
+        self.cfg, self.model, self.data, self.which, self.device, self.progress = cfg, model, data, which, device, progress
+
+    def collect_final(self, metrics: dict) -> None:
+        from orchestrator.evals.suite import run_benchmarks
+
+        t0 = time.perf_counter()
+        res = run_benchmarks(self.model, self.data.tokenizer, self.cfg, device=self.device, which=self.which, progress=self.progress)
+        res["eval_time_s/benchmarks"] = time.perf_counter() - t0
+        metrics.update(res)
