@@ -21,7 +21,7 @@ def interleaved(variants: dict[str, Callable[[], None]], *, rounds: int, reps: i
     names = list(variants)
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             fn = variants[name]
             t0 = time.perf_counter()

@@ -76,23 +76,33 @@ def main() -> None:
     for name in VARIANTS:
         share = flops[name] / flops["none"] - 1
         over = rel[name] - 1
-        rows.append({
-            "variant": name,
-            "step ms": f"{1000 * min(times[name]):.1f}",
-            "ratio vs none": f"{rel[name]:.3f}",
-            "gate FLOP share": f"{100 * share:+.1f}%",
-            "overhead / FLOP share": f"{over / share:.2f}" if share > 0.005 else "-",
-        })
-    print(f"gate overhead: preset {args.preset}, batch {args.batch} x seq {args.seq}, {args.threads} threads, "
-          f"{args.rounds} interleaved rounds x {args.reps} steps, median of per-round ratios")
+        rows.append(
+            {
+                "variant": name,
+                "step ms": f"{1000 * min(times[name]):.1f}",
+                "ratio vs none": f"{rel[name]:.3f}",
+                "gate FLOP share": f"{100 * share:+.1f}%",
+                "overhead / FLOP share": f"{over / share:.2f}" if share > 0.005 else "-",
+            }
+        )
+    print(
+        f"gate overhead: preset {args.preset}, batch {args.batch} x seq {args.seq}, {args.threads} threads, "
+        f"{args.rounds} interleaved rounds x {args.reps} steps, median of per-round ratios"
+    )
     print(table(rows, list(rows[0])))
     el, hw = "G1 elementwise", "G1 headwise"
     share = flops[el] / flops["none"] - 1
     result("gate overhead, G1 headwise (step-time ratio)", round(rel[hw], 3), "<= 1.02", rel[hw] <= 1.02)
-    result("gate overhead, G1 elementwise (step-time ratio)", round(rel[el], 3), "<= 1.02 (GPU goal)", rel[el] <= 1.02,
-           note=f"FLOP share {100 * share:+.1f}%")
-    result("gate overhead, G1 elementwise / its FLOP share", round((rel[el] - 1) / share, 2), "<= 1.1 (CPU goal)",
-           (rel[el] - 1) / share <= 1.1)
+    result(
+        "gate overhead, G1 elementwise (step-time ratio)",
+        round(rel[el], 3),
+        "<= 1.02 (GPU goal)",
+        rel[el] <= 1.02,
+        note=f"FLOP share {100 * share:+.1f}%",
+    )
+    result(
+        "gate overhead, G1 elementwise / its FLOP share", round((rel[el] - 1) / share, 2), "<= 1.1 (CPU goal)", (rel[el] - 1) / share <= 1.1
+    )
 
 
 if __name__ == "__main__":

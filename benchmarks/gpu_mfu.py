@@ -37,13 +37,15 @@ def main() -> None:
     from orchestrator.trial.run import TrialContext, run_trial
 
     for gate in ("none", "G1"):
-        cfg = TrialConfig.from_dict({
-            "model": {"size": "dense-0.5b", "gate": {"position": gate}},
-            "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": args.seq},
-            "train": {"steps": args.steps, "batch_size": args.batch, "eval_every": 0, "log_every": 10, "warmup_steps": 5},
-            "deepspeed": {"precision": "bf16"},
-            "eval": {"batches": 1, "batch_size": 2, "probe_sequences": 1},
-        })
+        cfg = TrialConfig.from_dict(
+            {
+                "model": {"size": "dense-0.5b", "gate": {"position": gate}},
+                "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": args.seq},
+                "train": {"steps": args.steps, "batch_size": args.batch, "eval_every": 0, "log_every": 10, "warmup_steps": 5},
+                "deepspeed": {"precision": "bf16"},
+                "eval": {"batches": 1, "batch_size": 2, "probe_sequences": 1},
+            }
+        )
         with tempfile.TemporaryDirectory() as tmp:
             r = run_trial(cfg, TrialContext(run_dir=Path(tmp) / "r", tracking_uri=f"sqlite:///{Path(tmp) / 'm.db'}"))
         m = build_meta(cfg.model.replace(vocab_size=50257))

@@ -20,11 +20,17 @@ def main() -> None:
     from orchestrator.spec.expand import expand
     from orchestrator.spec.sweep import SweepSpec
 
-    spec = SweepSpec.from_dict({
-        "name": "scale", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}},
-        "grid": {"model.gate.position": ["none", "G1", "G2", "G3", "G4"], "train.lr": [i * 1e-4 for i in range(1, 51)],
-                 "train.seed": list(range(40))},
-    })
+    spec = SweepSpec.from_dict(
+        {
+            "name": "scale",
+            "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}},
+            "grid": {
+                "model.gate.position": ["none", "G1", "G2", "G3", "G4"],
+                "train.lr": [i * 1e-4 for i in range(1, 51)],
+                "train.seed": list(range(40)),
+            },
+        }
+    )
     times = []
     for _ in range(5):
         t0 = time.perf_counter()

@@ -36,8 +36,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import table
 
 GOAL_S = 10.0
-GATES = ["none", "G1-elementwise", "G1-headwise", "G1-elementwise-shared", "G1-elementwise-silu", "G1-elementwise-additive",
-         "G2-elementwise", "G3-elementwise", "G4-elementwise", "G5"]
+GATES = [
+    "none",
+    "G1-elementwise",
+    "G1-headwise",
+    "G1-elementwise-shared",
+    "G1-elementwise-silu",
+    "G1-elementwise-additive",
+    "G2-elementwise",
+    "G3-elementwise",
+    "G4-elementwise",
+    "G5",
+]
 LRS = ["0.001", "0.002", "0.003", "0.004", "0.008"]
 SIZES = ["tiny", "small", "125m", "dense-0.5b", "dense-1.7b"]
 LAYERS = 4
@@ -63,10 +73,21 @@ def fill(uri: str, n_runs: int, name: str) -> str:
     cl = client(uri)
     exp = get_or_create_experiment(cl, "synthetic", uri)
     rng = random.Random(0)
-    parent = cl.create_run(exp, run_name=name, tags={"gatesweep.kind": "sweep", "gatesweep.sweep": name,
-                                                     "gatesweep.synthetic": "true"}).info.run_id
-    cl.log_batch(parent, params=[Param(k, v) for k, v in {"sweep.cells": str(n_runs), "sweep.trials": str(n_runs),
-                                                          "sweep.search": "grid", "sweep.axes": "model.gate,train.lr,model.size,train.seed"}.items()])
+    parent = cl.create_run(
+        exp, run_name=name, tags={"gatesweep.kind": "sweep", "gatesweep.sweep": name, "gatesweep.synthetic": "true"}
+    ).info.run_id
+    cl.log_batch(
+        parent,
+        params=[
+            Param(k, v)
+            for k, v in {
+                "sweep.cells": str(n_runs),
+                "sweep.trials": str(n_runs),
+                "sweep.search": "grid",
+                "sweep.axes": "model.gate,train.lr,model.size,train.seed",
+            }.items()
+        ],
+    )
     params0 = base_params()
     now = int(time.time() * 1000)
     cells = [(g, lr, size, seed) for g in GATES for lr in LRS for size in SIZES for seed in range(4)]
@@ -74,26 +95,53 @@ def fill(uri: str, n_runs: int, name: str) -> str:
     for i in range(n_runs):
         gate, lr, size, seed = cells[i % len(cells)]
         status = "FAILED" if i % 50 == 7 else ("RUNNING" if i % 100 == 13 else "FINISHED")
-        tags = {"gatesweep.sweep": name, "gatesweep.config_hash": f"{i:016x}", "gatesweep.trial_name": f"{gate}-{size}-lr={lr}-s{seed}",
-                "mlflow.parentRunId": parent, "gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr,
-                "gatesweep.axis.model.size": size, "gatesweep.axis.train.seed": str(seed), "gatesweep.gate": gate,
-                "gatesweep.task": "shakespeare", "gatesweep.host": "synthetic", "gatesweep.synthetic": "true",
-                "version.torch": "2.13.0", "version.mlflow": "3.17.2", "git.commit": "0" * 40, "git.dirty": "false",
-                "gatesweep.deepspeed": json.dumps({"train_micro_batch_size_per_gpu": 16, "zero_optimization": {"stage": 0}})}
+        tags = {
+            "gatesweep.sweep": name,
+            "gatesweep.config_hash": f"{i:016x}",
+            "gatesweep.trial_name": f"{gate}-{size}-lr={lr}-s{seed}",
+            "mlflow.parentRunId": parent,
+            "gatesweep.axis.model.gate": gate,
+            "gatesweep.axis.train.lr": lr,
+            "gatesweep.axis.model.size": size,
+            "gatesweep.axis.train.seed": str(seed),
+            "gatesweep.gate": gate,
+            "gatesweep.task": "shakespeare",
+            "gatesweep.host": "synthetic",
+            "gatesweep.synthetic": "true",
+            "version.torch": "2.13.0",
+            "version.mlflow": "3.17.2",
+            "git.commit": "0" * 40,
+            "git.dirty": "false",
+            "gatesweep.deepspeed": json.dumps({"train_micro_batch_size_per_gpu": 16, "zero_optimization": {"stage": 0}}),
+        }
         if status == "FAILED":
             tags["gatesweep.failure_reason"] = "loss is nan at step 812 (micro-batch 0); training diverged"
         run_id = cl.create_run(exp, run_name=tags["gatesweep.trial_name"], tags={"mlflow.parentRunId": parent}).info.run_id
-        params = {**params0, "model.size": size, "train.lr": lr, "train.seed": str(seed),
-                  "model.gate.position": gate.split("-")[0]}
+        params = {**params0, "model.size": size, "train.lr": lr, "train.seed": str(seed), "model.gate.position": gate.split("-")[0]}
         gated = gate != "none"
         ppl = 6.0 - (0.25 if gated else 0.0) + 0.05 * SIZES.index(size) + rng.gauss(0, 0.03)
         fta = (0.05 if gated else 0.45) + rng.gauss(0, 0.01)
-        metrics = {"val_loss": float(__import__("math").log(ppl)), "val_ppl": ppl, "val_bpb": ppl / 4, "first_token_attn": fta,
-                   "first_token_attn_uniform": 0.032, "sink_ratio": 0.9 if not gated else 0.05, "max_activation": (94 if gated else 1053) * rng.uniform(0.9, 1.1),
-                   "max_activation/peak": 1200.0, "max_activation/ratio": 300.0, "loss_spikes": float(rng.randint(0, 3)),
-                   "loss_spikes/sigma": 1.0, "loss_spikes/ema": 2.0, "grad_norm_spikes": 0.0, "tokens_per_s": 50000 * rng.uniform(0.9, 1.1),
-                   "train_time_s": 600.0, "value_norm_bos_ratio": 0.2, "mmlu_acc": 0.25 + rng.uniform(0, 0.05),
-                   "ruler_avg/512": 0.5 + rng.uniform(0, 0.1), "ruler_avg/1024": 0.4 + rng.uniform(0, 0.1)}
+        metrics = {
+            "val_loss": float(__import__("math").log(ppl)),
+            "val_ppl": ppl,
+            "val_bpb": ppl / 4,
+            "first_token_attn": fta,
+            "first_token_attn_uniform": 0.032,
+            "sink_ratio": 0.9 if not gated else 0.05,
+            "max_activation": (94 if gated else 1053) * rng.uniform(0.9, 1.1),
+            "max_activation/peak": 1200.0,
+            "max_activation/ratio": 300.0,
+            "loss_spikes": float(rng.randint(0, 3)),
+            "loss_spikes/sigma": 1.0,
+            "loss_spikes/ema": 2.0,
+            "grad_norm_spikes": 0.0,
+            "tokens_per_s": 50000 * rng.uniform(0.9, 1.1),
+            "train_time_s": 600.0,
+            "value_norm_bos_ratio": 0.2,
+            "mmlu_acc": 0.25 + rng.uniform(0, 0.05),
+            "ruler_avg/512": 0.5 + rng.uniform(0, 0.1),
+            "ruler_avg/1024": 0.4 + rng.uniform(0, 0.1),
+        }
         for layer in range(LAYERS):
             metrics[f"first_token_attn/layer_{layer}"] = fta * rng.uniform(0.5, 1.5)
             metrics[f"sink_ratio/layer_{layer}"] = metrics["sink_ratio"]
@@ -110,17 +158,23 @@ def fill(uri: str, n_runs: int, name: str) -> str:
         items = [Param(k, v) for k, v in params.items()]
         tag_items = [RunTag(k, v) for k, v in tags.items() if k != "mlflow.parentRunId"]
         for j in range(0, len(items), 100):
-            cl.log_batch(run_id, params=items[j:j + 100], tags=tag_items if j == 0 else [], metrics=points if j == 0 else [])
+            cl.log_batch(run_id, params=items[j : j + 100], tags=tag_items if j == 0 else [], metrics=points if j == 0 else [])
         art = tmp / run_id
         art.mkdir()
         (art / "spikes.json").write_text(json.dumps({"rules": {"rule": "sigma"}, "events": [{"step": 900, "rule": "sigma", "loss": 2.5}]}))
         hist = [[rng.randint(0, 50) for _ in range(50)] for _ in range(LAYERS)] if gated else None
         matrix = [[round(1.0 / (q + 1), 4) if k <= q else 0.0 for k in range(64)] for q in range(64)]
-        (art / "probes.json").write_text(json.dumps({
-            "first_token_attn_per_layer": [fta] * LAYERS, "first_token_attn_uniform": 0.032,
-            "attention_maps": [{"layer": LAYERS - 1, "head": 0, "matrix": matrix}],
-            "gate_histogram": None if hist is None else {"bins": 50, "range": [0, 1], "counts": hist},
-            "max_activation_per_layer": [metrics["max_activation"]] * LAYERS}))
+        (art / "probes.json").write_text(
+            json.dumps(
+                {
+                    "first_token_attn_per_layer": [fta] * LAYERS,
+                    "first_token_attn_uniform": 0.032,
+                    "attention_maps": [{"layer": LAYERS - 1, "head": 0, "matrix": matrix}],
+                    "gate_histogram": None if hist is None else {"bins": 50, "range": [0, 1], "counts": hist},
+                    "max_activation_per_layer": [metrics["max_activation"]] * LAYERS,
+                }
+            )
+        )
         cl.log_artifacts(run_id, str(art))
         if status != "RUNNING":
             cl.set_terminated(run_id, status=status)
@@ -135,8 +189,13 @@ def fill(uri: str, n_runs: int, name: str) -> str:
 
 def timed_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", *args], cwd=cwd, capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "100", **(env or {})})
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "report", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+    )
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"report failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -154,8 +213,10 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     name = f"synthetic-{args.runs}"
-    print(f"SYNTHETIC store (filled by this benchmark, random numbers, not training results): {args.runs} child runs "
-          f"of sweep {name!r} in {uri}")
+    print(
+        f"SYNTHETIC store (filled by this benchmark, random numbers, not training results): {args.runs} child runs "
+        f"of sweep {name!r} in {uri}"
+    )
     t0 = time.perf_counter()
     fill(uri, args.runs, name)
     print(f"filled in {time.perf_counter() - t0:.0f} s")
@@ -163,17 +224,26 @@ def main() -> int:
     rows, results = [], []
     first_out = ""
     api = {"GATESWEEP_REPORT_SEARCH_RUNS": "1"}
-    for label, extra, env in (("tables only (--no-plots --no-log)", ["--no-plots", "--no-log"], None),
-                              ("full: plots + HTML/md + log to parent", [], None),
-                              ("full, runs read via search_runs", [], api)):
+    for label, extra, env in (
+        ("tables only (--no-plots --no-log)", ["--no-plots", "--no-log"], None),
+        ("full: plots + HTML/md + log to parent", [], None),
+        ("full, runs read via search_runs", [], api),
+    ):
         times = []
-        for r in range(args.repeats):
+        for _r in range(args.repeats):
             wall, out = timed_cli([name, "--tracking-uri", uri, "--out", str(root / "report"), *extra], root, env)
             times.append(wall)
             first_out = first_out or out
         med = statistics.median(times)
-        rows.append({"report": label, "median s": f"{med:.2f}", "runs s": " ".join(f"{t:.2f}" for t in times),
-                     "goal": f"< {GOAL_S:.0f} s", "met": "yes" if med < GOAL_S else "NO"})
+        rows.append(
+            {
+                "report": label,
+                "median s": f"{med:.2f}",
+                "runs s": " ".join(f"{t:.2f}" for t in times),
+                "goal": f"< {GOAL_S:.0f} s",
+                "met": "yes" if med < GOAL_S else "NO",
+            }
+        )
         results.append((f"report over {args.runs} runs, {label.split(' (')[0]}", round(med, 2), med < GOAL_S))
 
     from dashboards.report import build_report
@@ -188,9 +258,11 @@ def main() -> int:
     for label, value, ok in results:
         result(label, value, "< 10 s", ok, "s", note="synthetic store, fresh process")
     print(f"\nin-process breakdown of one full report (MLflow already imported): {breakdown}")
-    print(f"{len(comp.sweep.runs)} runs -> {len(comp.rows)} configurations x {len(comp.metrics)} metric columns, "
-          f"{len(comp.unfinished)} unfinished runs listed, {len(rep.plots)} plots; "
-          f"HTML {rep.files['report.html'].stat().st_size / 1e6:.1f} MB")
+    print(
+        f"{len(comp.sweep.runs)} runs -> {len(comp.rows)} configurations x {len(comp.metrics)} metric columns, "
+        f"{len(comp.unfinished)} unfinished runs listed, {len(rep.plots)} plots; "
+        f"HTML {rep.files['report.html'].stat().st_size / 1e6:.1f} MB"
+    )
     print("first lines of the terminal table:\n" + "\n".join(first_out.splitlines()[:12]))
     if not args.keep:
         import shutil

@@ -46,7 +46,9 @@ def main() -> None:
         sys.stdout.write("".join(line + "\n" for line in out.stdout.splitlines() if not line.startswith("RESULT ")))
         found = [json.loads(line[7:]) for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         if out.returncode != 0 and not found:
-            rows.append({"name": script, "value": "-", "goal": "-", "ok": False, "note": (out.stderr.strip().splitlines() or ["failed"])[-1][:90]})
+            rows.append(
+                {"name": script, "value": "-", "goal": "-", "ok": False, "note": (out.stderr.strip().splitlines() or ["failed"])[-1][:90]}
+            )
         rows.extend(found)
         print(f"   ({time.perf_counter() - t0:.0f} s)", flush=True)
     print()

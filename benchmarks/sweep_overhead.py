@@ -36,14 +36,19 @@ def main() -> None:
     from orchestrator.spec.expand import expand
     from orchestrator.spec.sweep import SweepSpec
 
-    spec = SweepSpec.from_dict({
-        "name": "bench-sweep",
-        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 64},
-                 "train": {"steps": args.steps, "batch_size": 32, "eval_every": 0, "log_every": 50, "warmup_steps": 10},
-                 "eval": {"batches": 1, "batch_size": 16, "probe_sequences": 8}},
-        "grid": {"train.seed": list(range(args.trials))},
-        "tracking": {"experiment": "bench"},
-    })
+    spec = SweepSpec.from_dict(
+        {
+            "name": "bench-sweep",
+            "base": {
+                "model": {"size": "bigram-1l"},
+                "data": {"seq_len": 64},
+                "train": {"steps": args.steps, "batch_size": 32, "eval_every": 0, "log_every": 50, "warmup_steps": 10},
+                "eval": {"batches": 1, "batch_size": 16, "probe_sequences": 8},
+            },
+            "grid": {"train.seed": list(range(args.trials))},
+            "tracking": {"experiment": "bench"},
+        }
+    )
     expansion = expand(spec)
     samples: list[tuple[float, float]] = []  # (time, CPU %) every second, for the whole run
     stop = threading.Event()
@@ -64,8 +69,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "sweep.yaml"
         src.write_text("name: bench-sweep\n")
-        launcher = Launcher(spec, expansion, source=src, runs_root=Path(tmp) / "runs",
-                            tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}", log=log)
+        launcher = Launcher(
+            spec, expansion, source=src, runs_root=Path(tmp) / "runs", tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}", log=log
+        )
         t0 = time.perf_counter()
         outcome = launcher.run()
         t_end = time.perf_counter()
@@ -76,12 +82,27 @@ def main() -> None:
     fixed = (after_ray * concurrency - train) / len(outcome.rows)
     during = [b for t, b in samples if marks.get("ray_up", t0) + 1 <= t <= t_end]
     busy = sum(during) / len(during) if during else 0.0
-    print(f"sweep of {len(outcome.rows)} trials x {args.steps} steps, {concurrency} at once: wall {t_end - t0:.1f} s "
-          f"(Ray start {marks.get('ray_up', t0) - t0:.1f} s), trials' own training {train:.1f} s")
+    print(
+        f"sweep of {len(outcome.rows)} trials x {args.steps} steps, {concurrency} at once: wall {t_end - t0:.1f} s "
+        f"(Ray start {marks.get('ray_up', t0) - t0:.1f} s), trials' own training {train:.1f} s"
+    )
     print(f"statuses: {[r.status for r in outcome.rows]}")
-    result("fixed cost per trial in a sweep", round(fixed, 2), "<= 5 s", fixed <= 5, "s",
-           note=f"{concurrency} trials at once; Ray start ({marks.get('ray_up', t0) - t0:.1f} s) excluded")
-    result("CPU busy during an 8-trial sweep", round(busy, 1), ">= 90%", busy >= 90, "%", note=f"{len(during)} one-second samples after Ray start")
+    result(
+        "fixed cost per trial in a sweep",
+        round(fixed, 2),
+        "<= 5 s",
+        fixed <= 5,
+        "s",
+        note=f"{concurrency} trials at once; Ray start ({marks.get('ray_up', t0) - t0:.1f} s) excluded",
+    )
+    result(
+        "CPU busy during an 8-trial sweep",
+        round(busy, 1),
+        ">= 90%",
+        busy >= 90,
+        "%",
+        note=f"{len(during)} one-second samples after Ray start",
+    )
 
 
 if __name__ == "__main__":

@@ -37,12 +37,21 @@ from orchestrator.trial.run import TrialContext, build, make_trainer, run_trial
 
 
 def trial_config(args, steps: int) -> TrialConfig:
-    return TrialConfig.from_dict({
-        "model": {"size": args.preset, "gate": {"position": "G1"}},
-        "data": {"source": args.source, "seq_len": args.seq},
-        "train": {"steps": steps, "batch_size": args.batch, "log_every": 10, "eval_every": 0, "warmup_steps": 5, "threads": args.threads},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
-    })
+    return TrialConfig.from_dict(
+        {
+            "model": {"size": args.preset, "gate": {"position": "G1"}},
+            "data": {"source": args.source, "seq_len": args.seq},
+            "train": {
+                "steps": steps,
+                "batch_size": args.batch,
+                "log_every": 10,
+                "eval_every": 0,
+                "warmup_steps": 5,
+                "threads": args.threads,
+            },
+            "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+        }
+    )
 
 
 class Bare:
@@ -110,13 +119,21 @@ def main() -> None:
         full = run_trial(trial_config(args, 20), TrialContext(run_dir=Path(tmp) / "full", tracking_uri=uri))
         fixed = time.perf_counter() - t0 - full.train_s
     r = statistics.median(ratios)
-    print(f"trainer overhead: preset {args.preset}, {args.source}, batch {args.batch} x seq {args.seq} ({tokens} tokens/step), "
-          f"{args.threads} threads; {args.rounds} rounds of {args.steps} steps per side, alternating")
+    print(
+        f"trainer overhead: preset {args.preset}, {args.source}, batch {args.batch} x seq {args.seq} ({tokens} tokens/step), "
+        f"{args.threads} threads; {args.rounds} rounds of {args.steps} steps per side, alternating"
+    )
     print("per-round tokens/s ratio (trial / bare): " + ", ".join(f"{x:.3f}" for x in ratios))
     print(f"median {r:.3f} (goal >= 0.95); one 20-step trial's cost outside its training steps: {fixed:.2f} s")
     result("trainer tokens/s over a bare torch loop", round(r, 3), ">= 0.95", r >= 0.95)
-    result("in-process trial cost outside training steps", round(fixed, 2), "(context)", True, "s",
-           note="DeepSpeed init, data, MLflow run, final evaluation, checkpoint, artifacts")
+    result(
+        "in-process trial cost outside training steps",
+        round(fixed, 2),
+        "(context)",
+        True,
+        "s",
+        note="DeepSpeed init, data, MLflow run, final evaluation, checkpoint, artifacts",
+    )
 
 
 if __name__ == "__main__":

@@ -52,11 +52,12 @@ def status_counts(comp: Comparison) -> str:
 
 def header_lines(comp: Comparison) -> list[str]:
     s = comp.sweep
-    lines = [f"sweep {s.name}: {status_counts(comp)}; experiment {s.experiment!r}, parent run {s.parent.run_id}"
-             + (f" (newest of {s.launches} launches)" if s.launches > 1 else "")]
+    lines = [
+        f"sweep {s.name}: {status_counts(comp)}; experiment {s.experiment!r}, parent run {s.parent.run_id}"
+        + (f" (newest of {s.launches} launches)" if s.launches > 1 else "")
+    ]
     seeds = ", ".join(comp.seed_axes) or "none (one run per configuration)"
-    lines.append(f"rows: configurations; seeds grouped over {seeds}. Values: mean ± std over finished seeds (n);"
-                 " final values of each run.")
+    lines.append(f"rows: configurations; seeds grouped over {seeds}. Values: mean ± std over finished seeds (n); final values of each run.")
     if comp.has_baseline:
         lines.append("Δ: against the gate-`none` row with the other axes equal; p: paired t-test over matching seeds.")
     if comp.uniform_first_token is not None and any(m.key == FIRST_TOKEN for m in comp.metrics):

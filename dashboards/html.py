@@ -62,7 +62,11 @@ def data_uri(path: Path) -> tuple[str, tuple[int, int] | None]:
 
 def _table(header: list[str], rows: list[tuple[str, list[tuple[str, str, str]]]], table_id: str) -> str:
     """rows: (tr class, [(td class, cell html, title)])."""
-    out = [f'<div class="wrap"><table id="{esc(table_id)}"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    out = [
+        f'<div class="wrap"><table id="{esc(table_id)}"><thead><tr>'
+        + "".join(f"<th>{esc(h)}</th>" for h in header)
+        + "</tr></thead><tbody>"
+    ]
     for cls, cells in rows:
         tds = "".join(f'<td class="{c}"' + (f' title="{esc(t)}"' if t else "") + f">{v}</td>" for c, v, t in cells)
         out.append(f'<tr class="{cls}">{tds}</tr>')
@@ -74,10 +78,14 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
     """The whole report as one HTML document; `plots` are (PNG path, caption)."""
     s = comp.sweep
     heads = axis_headers(comp.axes)
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>gatesweep report: {esc(s.name)}</title>", f"<style>{CSS}</style></head><body>",
-             f"<header><h1>Sweep <code>{esc(s.name)}</code></h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>gatesweep report: {esc(s.name)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<header><h1>Sweep <code>{esc(s.name)}</code></h1>",
+    ]
     parts += [f'<p class="meta">{esc(line.replace("`", ""))}</p>' for line in header_lines(comp)]
     parts.append(f'<p class="meta">store {esc(s.uri)}; generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</p></header>')
 
@@ -97,18 +105,30 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             cells.append(("num best" if best else "num", f"<strong>{text}</strong>" if best else text, title))
         cls = "failed" if row.n == 0 and bad else ("baseline" if row.is_baseline else "")
         rows.append((cls, cells))
-    parts += ['<section id="configurations"><h2>Configurations: mean ± std over seeds</h2>',
-              _table(header, rows, "table-configurations"),
-              '<p class="legend">Best per column highlighted (lower is better except MMLU, RULER and throughput; the gate '
-              "score has no better side). Hover a cell for n and its 95% confidence interval. – : not logged "
-              "(the gate score of an ungated model) or no finished seed.</p></section>"]
+    parts += [
+        '<section id="configurations"><h2>Configurations: mean ± std over seeds</h2>',
+        _table(header, rows, "table-configurations"),
+        '<p class="legend">Best per column highlighted (lower is better except MMLU, RULER and throughput; the gate '
+        "score has no better side). Hover a cell for n and its 95% confidence interval. – : not logged "
+        "(the gate score of an ungated model) or no finished seed.</p></section>",
+    ]
 
     # confidence intervals
     header = [heads[p] for p in comp.axes] + ["n"] + [m.key for m in comp.metrics]
-    rows = [("", [("", esc(axis_text(r.axes[p])), "") for p in comp.axes] + [("num", str(r.n), "")]
-             + [("num", esc(ci_text(r.stats[m.key])), "") for m in comp.metrics]) for r in comp.rows]
-    parts += ['<section id="ci"><h2>95% confidence intervals of the mean</h2>', _table(header, rows, "table-ci"),
-              "<p class=\"legend\">mean ± t(0.975, n−1)·std/√n over finished seeds; none for n &lt; 2.</p></section>"]
+    rows = [
+        (
+            "",
+            [("", esc(axis_text(r.axes[p])), "") for p in comp.axes]
+            + [("num", str(r.n), "")]
+            + [("num", esc(ci_text(r.stats[m.key])), "") for m in comp.metrics],
+        )
+        for r in comp.rows
+    ]
+    parts += [
+        '<section id="ci"><h2>95% confidence intervals of the mean</h2>',
+        _table(header, rows, "table-ci"),
+        '<p class="legend">mean ± t(0.975, n−1)·std/√n over finished seeds; none for n &lt; 2.</p></section>',
+    ]
 
     # deltas
     drows = [r for r in comp.rows if r.baseline is not None]
@@ -126,32 +146,47 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
                 p = f'<span class="sig">p {esc(p_text(d.p))}</span>' if d.p is not None and d.p < 0.05 else f"p {esc(p_text(d.p))}"
                 cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", f"t={d.t:.3f}" if d.t is not None else ""))
             rows.append(("", cells))
-        parts += ['<section id="deltas"><h2>Δ against the baseline (gate none, other axes equal)</h2>',
-                  _table(header, rows, "table-deltas"),
-                  '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
-                  "rows finished (none with fewer than 2 pairs); p &lt; 0.05 in green.</p></section>"]
+        parts += [
+            '<section id="deltas"><h2>Δ against the baseline (gate none, other axes equal)</h2>',
+            _table(header, rows, "table-deltas"),
+            '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
+            "rows finished (none with fewer than 2 pairs); p &lt; 0.05 in green.</p></section>",
+        ]
 
     # main effects
     if comp.effects:
         parts.append('<section id="effects"><h2>Main effects (each metric averaged over the other axes)</h2>')
         for axis, effects in comp.effects.items():
             header = [comp.axis_title(axis), "configs"] + [m.key for m in comp.metrics]
-            rows = [("", [("", esc(axis_text(e.level)), ""), ("num", str(e.configs), "")]
-                     + [("num", esc(fmt(e.means[m.key])), "") for m in comp.metrics]) for e in effects]
+            rows = [
+                (
+                    "",
+                    [("", esc(axis_text(e.level)), ""), ("num", str(e.configs), "")]
+                    + [("num", esc(fmt(e.means[m.key])), "") for m in comp.metrics],
+                )
+                for e in effects
+            ]
             parts.append(_table(header, rows, f"table-effect-{axis}"))
         parts.append("</section>")
 
     # runs that did not finish
-    for title, runs, tid in (("Runs that did not finish", comp.unfinished, "table-unfinished"),
-                             ("Superseded runs (another run of the same seed cell counts)", comp.superseded, "table-superseded")):
+    for title, runs, tid in (
+        ("Runs that did not finish", comp.unfinished, "table-unfinished"),
+        ("Superseded runs (another run of the same seed cell counts)", comp.superseded, "table-superseded"),
+    ):
         if not runs:
             continue
         header = ["run", "state", "reason"] + [heads[p] for p in comp.axes] + ["run id"]
         bad = tid == "table-unfinished"
-        rows = [("failed" if bad and r.state == "failed" else "",
-                 [("", esc(r.name), ""), ("status-bad" if bad else "", esc(r.state), ""), ("", esc(r.reason or DASH), "")]
-                 + [("", esc(axis_text(r.axes.get(p, "?"))), "") for p in comp.axes] + [("", f"<code>{esc(r.run_id)}</code>", "")])
-                for r in runs]
+        rows = [
+            (
+                "failed" if bad and r.state == "failed" else "",
+                [("", esc(r.name), ""), ("status-bad" if bad else "", esc(r.state), ""), ("", esc(r.reason or DASH), "")]
+                + [("", esc(axis_text(r.axes.get(p, "?"))), "") for p in comp.axes]
+                + [("", f"<code>{esc(r.run_id)}</code>", "")],
+            )
+            for r in runs
+        ]
         parts += [f'<section id="{tid[6:]}"><h2>{esc(title)}</h2>', _table(header, rows, tid), "</section>"]
 
     # plots
@@ -162,7 +197,9 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
             parts.append(f'<figure><img src="{uri}" alt="{esc(caption)}"{dims}><figcaption>{esc(caption)}</figcaption></figure>')
         parts.append("</section>")
-    parts.append(f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
-                 f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>")
+    parts.append(
+        f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
+        f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>"
+    )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

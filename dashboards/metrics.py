@@ -50,7 +50,7 @@ def spec(key: str) -> MetricSpec:
     unknown keys get their own name, and a better side only when they are accuracies."""
     m = registry.lookup(key)
     if m is not None and m.prefix:
-        return MetricSpec(key, f"{m.label} {_length_label(key[len(m.name):])}", m.better)
+        return MetricSpec(key, f"{m.label} {_length_label(key[len(m.name) :])}", m.better)
     if m is not None:
         label = m.label if key == m.name else f"{m.label} L{key.rsplit('_', 1)[1]}"
         return MetricSpec(key, label, m.better)
@@ -71,7 +71,7 @@ def _length_label(text: str) -> str:
 def _member_sort_key(key: str) -> tuple[int, float, str]:
     """Family members by family, then by length (numbers), then by name."""
     family = registry.lookup(key)
-    tail = key[len(family.name):]
+    tail = key[len(family.name) :]
     try:
         return DEFAULT_FAMILIES.index(family.name), float(tail), key
     except ValueError:

@@ -66,8 +66,7 @@ def loss_curves(curves: Sequence[Curve], path: Path, title: str = "training loss
         seen.add(c.group)
         ax.plot(c.steps, c.values, lw=1.1, color=color(c.group), alpha=0.85, label=label)
         if c.spikes:
-            ax.scatter([s for s, _ in c.spikes], [v for _, v in c.spikes], marker="x", s=36, color="red", zorder=3,
-                       label=spike_label)
+            ax.scatter([s for s, _ in c.spikes], [v for _, v in c.spikes], marker="x", s=36, color="red", zorder=3, label=spike_label)
             spike_label = None
     ax.set_xlabel("step")
     ax.set_ylabel("train/loss (nats)")
@@ -80,8 +79,9 @@ def loss_curves(curves: Sequence[Curve], path: Path, title: str = "training loss
     return _save(fig, path)
 
 
-def first_token_layers(variants: Sequence[tuple[str, list[float]]], uniform: float | None, path: Path,
-                       title: str = "first-token attention per layer") -> Path:
+def first_token_layers(
+    variants: Sequence[tuple[str, list[float]]], uniform: float | None, path: Path, title: str = "first-token attention per layer"
+) -> Path:
     n_layers = max((len(v) for _, v in variants), default=0)
     fig, ax = plt.subplots(figsize=(max(5.0, min(12.0, 1.0 + 0.35 * n_layers * max(1, len(variants)))), 3.8))
     width = 0.8 / max(1, len(variants))
@@ -170,14 +170,21 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
         mx = [(xs_of[i], m) for i, m in enumerate(panel.means) if m is not None]
         if mx:
             ax.plot([x for x, _ in mx], [m for _, m in mx], "-o", color=color(1), lw=1.3, ms=4, label="mean over other axes")
-            spread = [statistics.stdev(vals) if len(vals) > 1 else 0.0
-                      for vals in ([v for i2, v in panel.points if i2 == i] for i, m in enumerate(panel.means) if m is not None)]
+            spread = [
+                statistics.stdev(vals) if len(vals) > 1 else 0.0
+                for vals in ([v for i2, v in panel.points if i2 == i] for i, m in enumerate(panel.means) if m is not None)
+            ]
             ax.errorbar([x for x, _ in mx], [m for _, m in mx], yerr=spread, fmt="none", ecolor=color(1), elinewidth=1, capsize=3)
         ax.set_title(panel.metric, fontsize=9)
         pad = 0.5 if not log_x else 0.3
         ax.set_xlim(min(xs_of) - pad, max(xs_of) + pad)
         ax.set_xticks(xs_of)
-        ax.set_xticklabels(levels, rotation=30 if max(len(v) for v in levels) > 6 else 0, fontsize=7, ha="right" if max(len(v) for v in levels) > 6 else "center")
+        ax.set_xticklabels(
+            levels,
+            rotation=30 if max(len(v) for v in levels) > 6 else 0,
+            fontsize=7,
+            ha="right" if max(len(v) for v in levels) > 6 else "center",
+        )
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(alpha=0.3)
     for k in range(n, rows * cols):

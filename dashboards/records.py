@@ -60,24 +60,55 @@ class RunRecord:
         return self.tags.get(names.SWEEP_TAG)
 
 
-def make_record(run_id: str, run_name: str | None, status: str, *, params: dict[str, str], metrics: dict[str, float],
-                tags: dict[str, str], start_time: Any, end_time: int | None, experiment_id: Any, artifact_uri: str | None,
-                reused: bool = False) -> RunRecord:
+def make_record(
+    run_id: str,
+    run_name: str | None,
+    status: str,
+    *,
+    params: dict[str, str],
+    metrics: dict[str, float],
+    tags: dict[str, str],
+    start_time: Any,
+    end_time: int | None,
+    experiment_id: Any,
+    artifact_uri: str | None,
+    reused: bool = False,
+) -> RunRecord:
     """A RunRecord, its state and name derived from its status and tags."""
     state, reason = run_state(status, tags)
-    return RunRecord(run_id=run_id, name=tags.get(names.TRIAL_NAME_TAG) or run_name or run_id[:8], status=status,
-                     state=state, reason=reason, params=params, metrics=metrics, tags=tags,
-                     start_time=int(start_time or 0), end_time=end_time, experiment_id=str(experiment_id),
-                     artifact_uri=artifact_uri or "", reused=reused)
+    return RunRecord(
+        run_id=run_id,
+        name=tags.get(names.TRIAL_NAME_TAG) or run_name or run_id[:8],
+        status=status,
+        state=state,
+        reason=reason,
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        start_time=int(start_time or 0),
+        end_time=end_time,
+        experiment_id=str(experiment_id),
+        artifact_uri=artifact_uri or "",
+        reused=reused,
+    )
 
 
 def record(run, *, reused: bool = False) -> RunRecord:
     """The record of an MLflow `Run` (from `search_runs` or `get_run`)."""
     info, data = run.info, run.data
-    return make_record(info.run_id, info.run_name, info.status, params=dict(data.params),
-                       metrics={k: float(v) for k, v in data.metrics.items()}, tags=dict(data.tags),
-                       start_time=info.start_time, end_time=info.end_time, experiment_id=info.experiment_id,
-                       artifact_uri=info.artifact_uri, reused=reused)
+    return make_record(
+        info.run_id,
+        info.run_name,
+        info.status,
+        params=dict(data.params),
+        metrics={k: float(v) for k, v in data.metrics.items()},
+        tags=dict(data.tags),
+        start_time=info.start_time,
+        end_time=info.end_time,
+        experiment_id=info.experiment_id,
+        artifact_uri=info.artifact_uri,
+        reused=reused,
+    )
 
 
 @dataclass

@@ -53,9 +53,18 @@ class Report:
     """Seconds: read, stats, plots, write, log."""
 
 
-def build_report(uri: str, name: str | None, *, out_dir: str | Path | None = None, parent_id: str | None = None,
-                 experiment: str | None = None, metrics: list[str] | None = None, with_plots: bool = True,
-                 log: bool = True, progress: Callable[[str], None] | None = None) -> Report:
+def build_report(
+    uri: str,
+    name: str | None,
+    *,
+    out_dir: str | Path | None = None,
+    parent_id: str | None = None,
+    experiment: str | None = None,
+    metrics: list[str] | None = None,
+    with_plots: bool = True,
+    log: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
     """Read sweep `name` (its newest launch, or `parent_id`) from the store at `uri` and write
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
     say = progress or (lambda _line: None)
@@ -121,7 +130,11 @@ def _clear_previous(out: Path) -> None:
 
 # ---- plots ----------------------------------------------------------------------------------
 LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS = PLOT_FILES = (
-    "loss_curves.png", "first_token_attn_per_layer.png", "attention_maps.png", "gate_histograms.png")
+    "loss_curves.png",
+    "first_token_attn_per_layer.png",
+    "attention_maps.png",
+    "gate_histograms.png",
+)
 
 
 def primary_metric(comp: Comparison) -> str | None:
@@ -155,6 +168,7 @@ def _representative(row: Row):
 def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tuple[Path, str]]:
     """Draw every plot the data allows; return (path, caption) in report order."""
     from . import plots  # matplotlib: imported only when plots are drawn
+
     made: list[tuple[Path, str]] = []
     rows, note = plotted_rows(comp)
     labels = {id(r): r.label(comp.axes) for r in rows}
@@ -173,9 +187,13 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
             curves.append(plots.Curve(labels[id(row)], g, steps, values, marks))
     if curves:
         seeds = min(MAX_SEEDS_PER_CURVE, max(r.n for r in rows))
-        made.append((plots.loss_curves(curves, out / LOSS_CURVES, f"training loss, sweep {comp.sweep.name}"),
-                     f"Training loss ({TRAIN_LOSS}) of each configuration, up to {seeds} seeds in one colour; red x: loss "
-                     f"spikes counted by the trial's rule (spikes.json){note}."))
+        made.append(
+            (
+                plots.loss_curves(curves, out / LOSS_CURVES, f"training loss, sweep {comp.sweep.name}"),
+                f"Training loss ({TRAIN_LOSS}) of each configuration, up to {seeds} seeds in one colour; red x: loss "
+                f"spikes counted by the trial's rule (spikes.json){note}.",
+            )
+        )
 
     # first-token attention per layer
     variants = []
@@ -184,16 +202,19 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         if per_layer:
             variants.append((labels[id(row)], per_layer))
     if variants:
-        made.append((plots.first_token_layers(variants, comp.uniform_first_token, out / FIRST_TOKEN_LAYERS),
-                     "First-token attention per layer (mean over seeds; attention on key 0 over queries ≥ 1, mean over "
-                     f"heads), dashed: uniform attention{note}."))
+        made.append(
+            (
+                plots.first_token_layers(variants, comp.uniform_first_token, out / FIRST_TOKEN_LAYERS),
+                "First-token attention per layer (mean over seeds; attention on key 0 over queries ≥ 1, mean over "
+                f"heads), dashed: uniform attention{note}.",
+            )
+        )
 
     # one attention map, baseline beside gated
     pair = _attention_pair(comp, cache)
     if pair is not None:
         (bl, bmap), (gl, gmap), caption = pair
-        made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / ATTENTION_MAPS,
-                                          "attention map, baseline beside gated"), caption))
+        made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / ATTENTION_MAPS, "attention map, baseline beside gated"), caption))
 
     # gate-score histograms
     hists = []
@@ -206,9 +227,13 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         if counts and all(isinstance(c, list) and c for c in counts):
             hists.append((labels[id(row)], counts))
     if hists:
-        made.append((plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution"),
-                     "Gate scores on held-out data, all layers pooled (probes.json of each configuration's lowest seed); "
-                     f"log scale: sparse gates pile up near 0{note}."))
+        made.append(
+            (
+                plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution"),
+                "Gate scores on held-out data, all layers pooled (probes.json of each configuration's lowest seed); "
+                f"log scale: sparse gates pile up near 0{note}.",
+            )
+        )
 
     # metric against each axis
     folded = {q for qs in comp.together.values() for q in qs}
@@ -219,8 +244,12 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         panels = []
         effects = {e.level: e for e in comp.effects.get(axis, [])}
         for m in comp.metrics[:MAX_AXIS_PANELS]:
-            points = [(levels.index(r.axes[axis]), s.metrics[m.key]) for r in comp.rows for s in r.counted.values()
-                      if finite(s.metrics.get(m.key))]
+            points = [
+                (levels.index(r.axes[axis]), s.metrics[m.key])
+                for r in comp.rows
+                for s in r.counted.values()
+                if finite(s.metrics.get(m.key))
+            ]
             if not points:
                 continue
             if effects:
@@ -233,10 +262,15 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         numeric = all(_is_number(v) for v in levels)
         log_x = numeric and all(float(v) > 0 for v in levels) and max(float(v) for v in levels) / min(float(v) for v in levels) >= 100
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in axis)
-        made.append((plots.metric_vs_axis(comp.axis_title(axis), [axis_text(v) for v in levels], panels,
-                                          out / f"metric_vs_{safe}.png", log_x=log_x),
-                     f"{', '.join(p.metric for p in panels)} against {comp.axis_title(axis)}: dots are finished runs, the line joins "
-                     "the level means " + ("averaged over the other axes (main effect)." if effects else "over seeds.")))
+        made.append(
+            (
+                plots.metric_vs_axis(
+                    comp.axis_title(axis), [axis_text(v) for v in levels], panels, out / f"metric_vs_{safe}.png", log_x=log_x
+                ),
+                f"{', '.join(p.metric for p in panels)} against {comp.axis_title(axis)}: dots are finished runs, the line joins "
+                "the level means " + ("averaged over the other axes (main effect)." if effects else "over seeds."),
+            )
+        )
     return made
 
 
@@ -283,9 +317,12 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
             maps.append((f"{row.label(comp.axes)}\n(layer {m.get('layer')}, head {m.get('head')}, {seed})", m["matrix"]))
         if len(maps) == 2:
             rest = ", ".join(f"{p.rsplit('.', 1)[-1]}={axis_text(base.axes[p])}" for p in others)
-            caption = ("Attention probabilities of the last layer's most sink-like head on one held-out sequence: the "
-                       f"baseline (gate none) beside {gated.axes[GATE_AXIS]}" + (f" at {rest}" if rest else "")
-                       + ". A bright first column is an attention sink.")
+            caption = (
+                "Attention probabilities of the last layer's most sink-like head on one held-out sequence: the "
+                f"baseline (gate none) beside {gated.axes[GATE_AXIS]}"
+                + (f" at {rest}" if rest else "")
+                + ". A bright first column is an attention sink."
+            )
             return maps[0], maps[1], caption
     return None
 

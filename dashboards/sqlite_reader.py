@@ -20,8 +20,9 @@ from .records import RunRecord, StoreError, SweepRuns, check_parent, make_record
 _ACTIVE_SWEEPS = """SELECT r.run_uuid, r.start_time FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id
     WHERE r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'
       AND r.run_uuid IN (SELECT run_uuid FROM tags WHERE key = ? AND value = ?)"""
-_TAGGED_IN_EXPERIMENT = ("SELECT t.run_uuid FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid "
-                         "WHERE t.key = ? AND t.value = ? AND r.experiment_id = ?")
+_TAGGED_IN_EXPERIMENT = (
+    "SELECT t.run_uuid FROM tags t JOIN runs r ON r.run_uuid = t.run_uuid WHERE t.key = ? AND t.value = ? AND r.experiment_id = ?"
+)
 
 
 class SqliteRuns:
@@ -58,8 +59,9 @@ class SqliteRuns:
     def records(self, where: str, args: tuple, *, reused: bool = False) -> list[RunRecord]:
         """Active runs whose run_uuid is in the subquery `where`, with tags, params and latest metrics."""
         sub = f"SELECT run_uuid FROM runs WHERE lifecycle_stage = 'active' AND run_uuid IN ({where})"
-        runs = self.con.execute(f"SELECT run_uuid, name, status, start_time, end_time, experiment_id, artifact_uri FROM runs "
-                                f"WHERE run_uuid IN ({sub})", args).fetchall()
+        runs = self.con.execute(
+            f"SELECT run_uuid, name, status, start_time, end_time, experiment_id, artifact_uri FROM runs WHERE run_uuid IN ({sub})", args
+        ).fetchall()
         tags: dict[str, dict[str, str]] = {r[0]: {} for r in runs}
         params: dict[str, dict[str, str]] = {r[0]: {} for r in runs}
         metrics: dict[str, dict[str, float]] = {r[0]: {} for r in runs}
@@ -68,11 +70,25 @@ class SqliteRuns:
         for run_id, key, value in self.con.execute(f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({sub})", args):
             params[run_id][key] = value
         for run_id, key, value, is_nan in self.con.execute(
-                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({sub})", args):
+            f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({sub})", args
+        ):
             metrics[run_id][key] = math.nan if is_nan else float(value)
-        out = [make_record(run_id, name, status, params=params[run_id], metrics=metrics[run_id], tags=tags[run_id],
-                           start_time=start, end_time=end, experiment_id=exp_id, artifact_uri=art, reused=reused)
-               for run_id, name, status, start, end, exp_id, art in runs]
+        out = [
+            make_record(
+                run_id,
+                name,
+                status,
+                params=params[run_id],
+                metrics=metrics[run_id],
+                tags=tags[run_id],
+                start_time=start,
+                end_time=end,
+                experiment_id=exp_id,
+                artifact_uri=art,
+                reused=reused,
+            )
+            for run_id, name, status, start, end, exp_id, art in runs
+        ]
         return sorted(out, key=lambda r: (r.start_time, r.run_id))
 
     def tagged(self, key: str, value: str, experiment_id: str, *, reused: bool = False) -> list[RunRecord]:
@@ -80,8 +96,7 @@ class SqliteRuns:
         return self.records(_TAGGED_IN_EXPERIMENT, (key, value, experiment_id), reused=reused)
 
 
-def read_sweep_sqlite(path: Path, uri: str, name: str | None, *, parent_id: str | None = None,
-                      experiment: str | None = None) -> SweepRuns:
+def read_sweep_sqlite(path: Path, uri: str, name: str | None, *, parent_id: str | None = None, experiment: str | None = None) -> SweepRuns:
     """`read_sweep` straight from a local SQLite store (read-only); axes not resolved."""
     db = SqliteRuns(path)
     try:
@@ -103,8 +118,15 @@ def read_sweep_sqlite(path: Path, uri: str, name: str | None, *, parent_id: str 
         known = {r.run_id for r in children}
         reused = [r for r in db.tagged(names.also_in_tag(name), parent.run_id, exp_id, reused=True) if r.run_id not in known]
         row = db.con.execute("SELECT name FROM experiments WHERE experiment_id = ?", (exp_id,)).fetchone()
-        return SweepRuns(name=name, uri=redact_uri(uri), experiment_id=exp_id, experiment=row[0], parent=parent,
-                         runs=children + reused, launches=launches,
-                         search=parent.params.get(names.SWEEP_SEARCH_PARAM, "grid"))
+        return SweepRuns(
+            name=name,
+            uri=redact_uri(uri),
+            experiment_id=exp_id,
+            experiment=row[0],
+            parent=parent,
+            runs=children + reused,
+            launches=launches,
+            search=parent.params.get(names.SWEEP_SEARCH_PARAM, "grid"),
+        )
     finally:
         db.close()

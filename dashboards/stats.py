@@ -278,12 +278,19 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
                 if d is not None:
                     row.deltas[m.key] = d
     _mark_best(rows, specs)
-    uniform = [r.metrics[UNIFORM_FIRST_TOKEN] for row in rows for r in row.counted.values()
-               if finite(r.metrics.get(UNIFORM_FIRST_TOKEN))]
-    return Comparison(sweep=sweep, axes=axes, seed_axes=seed_axes, metrics=specs, rows=rows,
-                      effects=main_effects(rows, axes, specs), together=together(rows, axes), unfinished=sorted(unfinished, key=lambda r: r.name),
-                      superseded=sorted(superseded, key=lambda r: r.name),
-                      uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None)
+    uniform = [r.metrics[UNIFORM_FIRST_TOKEN] for row in rows for r in row.counted.values() if finite(r.metrics.get(UNIFORM_FIRST_TOKEN))]
+    return Comparison(
+        sweep=sweep,
+        axes=axes,
+        seed_axes=seed_axes,
+        metrics=specs,
+        rows=rows,
+        effects=main_effects(rows, axes, specs),
+        together=together(rows, axes),
+        unfinished=sorted(unfinished, key=lambda r: r.name),
+        superseded=sorted(superseded, key=lambda r: r.name),
+        uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
+    )
 
 
 def _baselines(rows: list[Row], axes: list[str]) -> None:

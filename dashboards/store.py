@@ -139,8 +139,7 @@ def find_parent(cl, name: str | None, *, parent_id: str | None = None, experimen
     return found[0], len(found)
 
 
-def read_sweep(uri: str, name: str | None, *, parent_id: str | None = None, experiment: str | None = None,
-               cl=None) -> SweepRuns:
+def read_sweep(uri: str, name: str | None, *, parent_id: str | None = None, experiment: str | None = None, cl=None) -> SweepRuns:
     """The sweep's parent and all its trials (children and reused finished runs), axes resolved.
     `cl`: an MlflowClient to reuse (one is opened only when needed)."""
     t0 = time.perf_counter()
@@ -155,15 +154,13 @@ def read_sweep(uri: str, name: str | None, *, parent_id: str | None = None, expe
                 raise
             sweep = None  # a schema this reader does not know: MLflow's API reads it
     if sweep is None:
-        sweep = read_sweep_api(cl if cl is not None else open_client(uri), uri, name, parent_id=parent_id,
-                               experiment=experiment)
+        sweep = read_sweep_api(cl if cl is not None else open_client(uri), uri, name, parent_id=parent_id, experiment=experiment)
     resolve_axes(sweep)
     sweep.read_s = time.perf_counter() - t0
     return sweep
 
 
-def read_sweep_api(cl, uri: str, name: str | None, *, parent_id: str | None = None,
-                   experiment: str | None = None) -> SweepRuns:
+def read_sweep_api(cl, uri: str, name: str | None, *, parent_id: str | None = None, experiment: str | None = None) -> SweepRuns:
     """`read_sweep` through `MlflowClient.search_runs` (any tracking URI); axes not resolved."""
     parent_run, launches = find_parent(cl, name, parent_id=parent_id, experiment=experiment)
     parent = record(parent_run)
@@ -172,11 +169,22 @@ def read_sweep_api(cl, uri: str, name: str | None, *, parent_id: str | None = No
     pid = parent.run_id
     children = [record(r) for r in search_all(cl, [exp_id], f"tags.`{names.PARENT_TAG}` = {quoted(pid)}")]
     known = {r.run_id for r in children}
-    reused = [record(r, reused=True) for r in search_all(cl, [exp_id], f"tags.`{names.also_in_tag(name)}` = {quoted(pid)}")
-              if r.info.run_id not in known]
+    reused = [
+        record(r, reused=True)
+        for r in search_all(cl, [exp_id], f"tags.`{names.also_in_tag(name)}` = {quoted(pid)}")
+        if r.info.run_id not in known
+    ]
     exp = cl.get_experiment(exp_id)
-    return SweepRuns(name=name, uri=redact_uri(uri), experiment_id=exp_id, experiment=exp.name, parent=parent,
-                     runs=children + reused, launches=launches, search=parent.params.get(names.SWEEP_SEARCH_PARAM, "grid"))
+    return SweepRuns(
+        name=name,
+        uri=redact_uri(uri),
+        experiment_id=exp_id,
+        experiment=exp.name,
+        parent=parent,
+        runs=children + reused,
+        launches=launches,
+        search=parent.params.get(names.SWEEP_SEARCH_PARAM, "grid"),
+    )
 
 
 # ---- axes -------------------------------------------------------------------------------------

@@ -23,8 +23,21 @@ from .cells import DASH, axis_headers, ci_text, delta_text, header_lines, mean_s
 from .metrics import axis_text, decimals, fmt
 from .stats import Comparison, Stat
 
-__all__ = ["DASH", "RENDERERS", "axis_headers", "ci_text", "csv_text", "delta_text", "header_lines", "latex", "markdown",
-           "mean_std", "p_text", "status_counts", "terminal"]
+__all__ = [
+    "DASH",
+    "RENDERERS",
+    "axis_headers",
+    "ci_text",
+    "csv_text",
+    "delta_text",
+    "header_lines",
+    "latex",
+    "markdown",
+    "mean_std",
+    "p_text",
+    "status_counts",
+    "terminal",
+]
 
 
 # ---- shared pieces -------------------------------------------------------------------------
@@ -127,8 +140,11 @@ def _problem_lines(comp: Comparison, width: int) -> list[str]:
         states: dict[str, int] = {}
         for r in comp.superseded:
             states[r.state] = states.get(r.state, 0) + 1
-        text = (f"superseded: {len(comp.superseded)} older runs of seed cells that have a newer or finished run ("
-                + ", ".join(f"{n} {s}" for s, n in states.items()) + "); listed in report.md")
+        text = (
+            f"superseded: {len(comp.superseded)} older runs of seed cells that have a newer or finished run ("
+            + ", ".join(f"{n} {s}" for s, n in states.items())
+            + "); listed in report.md"
+        )
         out += [""] + textwrap.wrap(text, width)
     return out
 
@@ -139,8 +155,10 @@ def _md_table(header: list[str], body: list[list[str]], right: Sequence[bool] | 
     esc = [[c.replace("|", "\\|") for c in r] for r in [header] + body]
     right = right or [False] * len(header)
     widths = [max(3, *(len(r[i]) for r in esc)) for i in range(len(header))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(esc[0], widths)) + " |",
-             "|" + "|".join(("-" * (w + 1) + ":") if right[i] else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|"]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(esc[0], widths)) + " |",
+        "|" + "|".join(("-" * (w + 1) + ":") if right[i] else ("-" * (w + 2)) for i, w in enumerate(widths)) + "|",
+    ]
     for r in esc[1:]:
         lines.append("| " + " | ".join(c.rjust(w) if right[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |")
     return lines
@@ -161,8 +179,7 @@ def comparison_cells(comp: Comparison, bold: Callable[[str], str]) -> tuple[list
 
 def ci_cells(comp: Comparison) -> tuple[list[str], list[list[str]]]:
     header = list(comp.axes) + ["n"] + [m.key for m in comp.metrics]
-    body = [[axis_text(r.axes[p]) for p in comp.axes] + [str(r.n)] + [ci_text(r.stats[m.key]) for m in comp.metrics]
-            for r in comp.rows]
+    body = [[axis_text(r.axes[p]) for p in comp.axes] + [str(r.n)] + [ci_text(r.stats[m.key]) for m in comp.metrics] for r in comp.rows]
     return header, body
 
 
@@ -244,16 +261,37 @@ def csv_text(comp: Comparison) -> str:
         cells = [row.axes[p] for p in comp.axes] + [row.n, row.status, " ".join(r.run_id for r in row.live_runs())]
         for m in comp.metrics:
             st, d = row.stats[m.key], row.deltas.get(m.key)
-            cells += [num(st.mean), num(st.std), num(st.lo), num(st.hi), st.n,
-                      num(d.diff if d else None), num(d.rel if d else None), num(d.p if d else None),
-                      int(m.key in row.best)]
+            cells += [
+                num(st.mean),
+                num(st.std),
+                num(st.lo),
+                num(st.hi),
+                st.n,
+                num(d.diff if d else None),
+                num(d.rel if d else None),
+                num(d.p if d else None),
+                int(m.key in row.best),
+            ]
         w.writerow(cells)
     return buf.getvalue()
 
 
 # ---- latex ----------------------------------------------------------------------------------
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "–": "--", "±": r"$\pm$", "Δ": r"$\Delta$"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "–": "--",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+}
 
 
 def tex(text: str) -> str:
@@ -273,9 +311,20 @@ def _tex_stat(stat: Stat, best: bool) -> str:
 
 def _tex_table(caption: str, header: list[str], body: list[list[str]], n_left: int) -> list[str]:
     spec = "l" * n_left + "r" * (len(header) - n_left)
-    return [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-            " & ".join(header) + r" \\", r"\midrule", *[" & ".join(r) + r" \\" for r in body],
-            r"\bottomrule", r"\end{tabular}", rf"\caption{{{caption}}}", r"\end{table}"]
+    return [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+        *[" & ".join(r) + r" \\" for r in body],
+        r"\bottomrule",
+        r"\end{tabular}",
+        rf"\caption{{{caption}}}",
+        r"\end{table}",
+    ]
 
 
 def latex(comp: Comparison) -> str:
@@ -289,8 +338,9 @@ def latex(comp: Comparison) -> str:
         cells += [_tex_stat(row.stats[m.key], m.key in row.best) for m in comp.metrics]
         body.append(cells)
     lines = [f"% gatesweep report: sweep {s.name}, parent run {s.parent.run_id}; requires \\usepackage{{booktabs}}"]
-    lines += _tex_table(tex(f"Sweep {s.name}: mean ± std over seeds; best in bold; -- where a metric does not apply."),
-                        header, body, len(comp.axes))
+    lines += _tex_table(
+        tex(f"Sweep {s.name}: mean ± std over seeds; best in bold; -- where a metric does not apply."), header, body, len(comp.axes)
+    )
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
         header = [tex(heads[p]) for p in comp.axes] + [tex(m.key) for m in comp.metrics]
@@ -299,11 +349,16 @@ def latex(comp: Comparison) -> str:
             cells = [tex(axis_text(row.axes[p])) for p in comp.axes]
             for m in comp.metrics:
                 d = row.deltas.get(m.key)
-                cells.append("--" if d is None else tex(delta_text(d, row.baseline.stats[m.key], relative=False))
-                             + (rf" {{\scriptsize($p$={p_text(d.p)})}}" if d.p is not None else ""))
+                cells.append(
+                    "--"
+                    if d is None
+                    else tex(delta_text(d, row.baseline.stats[m.key], relative=False))
+                    + (rf" {{\scriptsize($p$={p_text(d.p)})}}" if d.p is not None else "")
+                )
             body.append(cells)
-        lines += [""] + _tex_table(tex(f"Sweep {s.name}: Δ against the gate-none baseline; p: paired t-test over seeds."),
-                                   header, body, len(comp.axes))
+        lines += [""] + _tex_table(
+            tex(f"Sweep {s.name}: Δ against the gate-none baseline; p: paired t-test over seeds."), header, body, len(comp.axes)
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -62,8 +62,17 @@ class Metric:
         return format(value, self.fmt) if math.isfinite(value) else str(value)
 
 
-def _m(name: str, label: str, better: Better, when: Literal["step", "eval", "end"], *roles: str, needs: str = "", paper: str = "", fmt: str = ".4g",
-       prefix: bool = False) -> Metric:
+def _m(
+    name: str,
+    label: str,
+    better: Better,
+    when: Literal["step", "eval", "end"],
+    *roles: str,
+    needs: str = "",
+    paper: str = "",
+    fmt: str = ".4g",
+    prefix: bool = False,
+) -> Metric:
     return Metric(name, label, better, when, needs, frozenset(roles), paper, fmt, prefix)
 
 
@@ -85,8 +94,19 @@ REGISTRY: tuple[Metric, ...] = (
     _m("bbc/optimal_loss", "opt.loss", None, "eval", needs="bigram", paper="Bayes-optimal loss"),
     _m("bbc/trigger_share", "trig.share", None, "eval", needs="bigram"),
     _m("value_norm_bos_ratio", "v-BOS", None, "eval", "bigram", paper="value norm at BOS"),
-    _m("gate_score_mean", "gate-score", None, "eval", "headline", "progress", "final", "summary", needs="gate",
-       paper="gate score", fmt=".3f"),
+    _m(
+        "gate_score_mean",
+        "gate-score",
+        None,
+        "eval",
+        "headline",
+        "progress",
+        "final",
+        "summary",
+        needs="gate",
+        paper="gate score",
+        fmt=".3f",
+    ),
     _m("gate_frac_below_1e-2", "gate<1e-2", None, "eval", needs="gate"),
     _m("gate_frac_below_1e-3", "gate<1e-3", None, "eval", needs="gate"),
     _m("loss_spikes", "spikes", "min", "end", "headline", "final", "summary", paper="loss spikes"),
@@ -110,15 +130,20 @@ _BY_NAME = {m.name: m for m in REGISTRY}
 _LAYER = re.compile(r"^(.+)/layer_(\d+)$")
 
 
-def select(role: str | None = None, *, when: str | None = None, needs: str | None = None,
-           families: bool = False) -> tuple[Metric, ...]:
+def select(role: str | None = None, *, when: str | None = None, needs: str | None = None, families: bool = False) -> tuple[Metric, ...]:
     """Registry entries with `role`, reported `when`, by trials that `needs` ("" for every
     trial), in registry order; families only with `families=True`."""
     assert role is None or role in ROLES, role
     assert when is None or when in WHEN, when
     assert needs is None or needs in NEEDS, needs
-    return tuple(m for m in REGISTRY if m.prefix == families and (role is None or role in m.roles)
-                 and (when is None or m.when == when) and (needs is None or m.needs == needs))
+    return tuple(
+        m
+        for m in REGISTRY
+        if m.prefix == families
+        and (role is None or role in m.roles)
+        and (when is None or m.when == when)
+        and (needs is None or m.needs == needs)
+    )
 
 
 def names(role: str | None = None, *, when: str | None = None, needs: str | None = None) -> tuple[str, ...]:

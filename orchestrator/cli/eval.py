@@ -20,8 +20,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="run MMLU / RULER-style / perplexity benchmarks on a finished trial", description=__doc__)
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")
     p.add_argument("--tasks", default="mmlu,ruler,ppl", help="comma-separated: mmlu, ruler, ppl (default: all)")
-    p.add_argument("--limit", type=int, help="MMLU: at most N test questions per subject (default: all 14,042); "
-                   "RULER: N samples per task and length (default: the trial's eval.ruler.samples)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        help="MMLU: at most N test questions per subject (default: all 14,042); "
+        "RULER: N samples per task and length (default: the trial's eval.ruler.samples)",
+    )
     p.add_argument("--ppl-sets", help="comma-separated perplexity sets (default: the trial's eval.ppl_sets, else its own corpus)")
     p.add_argument("--lengths", help="comma-separated RULER context lengths (default: the trial's eval.ruler.lengths)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default as for run)")
@@ -75,13 +79,20 @@ def run(args) -> int:
     blob = torch.load(model_path, map_location="cpu", weights_only=True)
     cfg = TrialConfig.from_dict(blob["config"])
     if cfg.data.source == "bigram-backcopy":
-        raise UserError(f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; MMLU, RULER and perplexity sets need a text trial")
+        raise UserError(
+            f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; MMLU, RULER and perplexity sets need a text trial"
+        )
     ev = cfg.eval
     ppl_sets = [s for s in (args.ppl_sets or "").split(",") if s] or ev.ppl_sets or [cfg.data.source]
     lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else ev.ruler.lengths
     # the full benchmark unless --limit says otherwise (the trial's own limit was for its quick in-trial run)
-    cfg = cfg.replace(eval=ev.replace(ppl_sets=ppl_sets, mmlu=ev.mmlu.replace(limit=args.limit),
-                                      ruler=ev.ruler.replace(lengths=lengths, samples=args.limit or ev.ruler.samples)))
+    cfg = cfg.replace(
+        eval=ev.replace(
+            ppl_sets=ppl_sets,
+            mmlu=ev.mmlu.replace(limit=args.limit),
+            ruler=ev.ruler.replace(lengths=lengths, samples=args.limit or ev.ruler.samples),
+        )
+    )
     try:
         data = build_trial_data(cfg.data, cfg.train.seed)
     except DataUnavailable as err:
@@ -91,12 +102,15 @@ def run(args) -> int:
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=tasks,
-                                 progress=lambda line: print(line, flush=True))
+        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=tasks, progress=lambda line: print(line, flush=True))
     except DataUnavailable as err:
         raise UserError(str(err)) from None
-    headline = {k: v for k, v in metrics.items() if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/questions", "mmlu/cut_prompts")
-                or k.startswith(("ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))}
+    headline = {
+        k: v
+        for k, v in metrics.items()
+        if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/questions", "mmlu/cut_prompts")
+        or k.startswith(("ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))
+    }
     print_table([{"metric": k, "value": v} for k, v in headline.items()])
     if run_id and not args.no_log:
         logger = RunLogger(uri, run_id)

@@ -17,8 +17,18 @@ from . import eval as eval_
 from .common import UserError
 
 #: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`
-COMMANDS = {"validate": validate, "plan": plan, "run": run, "resume": resume, "train": train, "eval": eval_,
-            "report": report, "ui": ui, "schema": schema, "data": data}
+COMMANDS = {
+    "validate": validate,
+    "plan": plan,
+    "run": run,
+    "resume": resume,
+    "train": train,
+    "eval": eval_,
+    "report": report,
+    "ui": ui,
+    "schema": schema,
+    "data": data,
+}
 
 
 class _Parser(argparse.ArgumentParser):

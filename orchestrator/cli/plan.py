@@ -96,8 +96,13 @@ def run(args) -> int:
         tokens = tr.steps * tr.batch_size * tr.grad_accum * res.workers_per_trial * t.config.data.seq_len
         flops = 6 * per_token * tokens
         total_flops += flops
-        row = {"trial": t.name, **{k: v for k, v in t.axes.items()}, "params": _count(params), "train FLOPs": f"{flops:.2e}",
-               "status": "finished" if t.config_hash in done else "to run"}
+        row = {
+            "trial": t.name,
+            **{k: v for k, v in t.axes.items()},
+            "params": _count(params),
+            "train FLOPs": f"{flops:.2e}",
+            "status": "finished" if t.config_hash in done else "to run",
+        }
         if args.measure:
             mkey = key + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
             if mkey not in step_time:
@@ -113,13 +118,19 @@ def run(args) -> int:
     if len(rows) > args.max_rows:
         print(f"... {len(rows) - args.max_rows} more rows (--max-rows)")
     n_done = sum(t.config_hash in done for t in e.trials)
-    print(f"\n{spec.name}: {e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped -> {len(e.trials)} trials"
-          f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)")
+    print(
+        f"\n{spec.name}: {e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped -> {len(e.trials)} trials"
+        f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)"
+    )
     print(f"training compute: {total_flops:.3e} FLOPs (6 x params per token x tokens)")
     if args.measure:
-        conc = res.max_concurrent or max(1, int(len(__import__('os').sched_getaffinity(0)) // (res.cpus_per_worker * res.workers_per_trial)))
-        print(f"estimated wall time: {_duration(total_s / conc)} at {conc} trials at once "
-              f"(measured with a plain torch step on this machine; excludes ~5-10 s fixed cost per trial)")
+        conc = res.max_concurrent or max(
+            1, int(len(__import__("os").sched_getaffinity(0)) // (res.cpus_per_worker * res.workers_per_trial))
+        )
+        print(
+            f"estimated wall time: {_duration(total_s / conc)} at {conc} trials at once "
+            f"(measured with a plain torch step on this machine; excludes ~5-10 s fixed cost per trial)"
+        )
     return 0
 
 

@@ -21,8 +21,12 @@ FORMATS = ("table", "md", "html", "csv", "latex")
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("report", help="compare a sweep's runs: tables, seed statistics, plots, HTML report",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "report",
+        help="compare a sweep's runs: tables, seed statistics, plots, HTML report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("name", nargs="?", help="sweep name (its newest launch); optional with --parent")
     p.add_argument("--format", choices=FORMATS, default="table", help="what to print on stdout (default: table)")
     p.add_argument("--out", help="folder for report.md/.html/.csv/.tex and the plots (default: reports/NAME)")
@@ -54,8 +58,17 @@ def run(args) -> int:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        report = build_report(uri, args.name, out_dir=args.out, parent_id=args.parent, experiment=args.experiment,
-                              metrics=metrics, with_plots=not args.no_plots, log=not args.no_log, progress=say)
+        report = build_report(
+            uri,
+            args.name,
+            out_dir=args.out,
+            parent_id=args.parent,
+            experiment=args.experiment,
+            metrics=metrics,
+            with_plots=not args.no_plots,
+            log=not args.no_log,
+            progress=say,
+        )
     except StoreError as err:
         raise UserError(str(err)) from None
 
@@ -75,11 +88,15 @@ def run(args) -> int:
         if all(row.stats[m.key].n == 0 for row in comp.rows):
             say(f"warning: --metrics: no finished run logged {m.key!r}")
     t = report.timings
-    say(f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, {len(report.plots)} plots) "
-        f"in {sum(t.values()):.1f} s")
+    say(
+        f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, {len(report.plots)} plots) "
+        f"in {sum(t.values()):.1f} s"
+    )
     if report.logged_run_id:
-        say(f"logged under report/ on parent run {report.logged_run_id} in {redact_uri(uri)}"
-            f" (experiment {report.comparison.sweep.experiment!r})")
+        say(
+            f"logged under report/ on parent run {report.logged_run_id} in {redact_uri(uri)}"
+            f" (experiment {report.comparison.sweep.experiment!r})"
+        )
     elif report.log_error:
         say(f"warning: could not log the report to the parent run: {report.log_error}")
     return 0

@@ -15,12 +15,16 @@ from .common import UserError
 def add_parser(sub) -> argparse.ArgumentParser:
     from .run import add_launch_options
 
-    p = sub.add_parser("resume", help="continue an interrupted sweep", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "resume", help="continue an interrupted sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("sweep", help="sweep name (as in its file) or the sweep file")
-    p.add_argument("--force", action="store_true",
-                   help="adopt an edited sweep file (only when the edit keeps every launched trial as it was: "
-                        "added cells, resources, retries, description)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="adopt an edited sweep file (only when the edit keeps every launched trial as it was: "
+        "added cells, resources, retries, description)",
+    )
     add_launch_options(p)
     return p
 
@@ -50,14 +54,18 @@ def run(args) -> int:
         spec, expansion = load_and_expand(given)
         changes = spec_changes(stored_spec, spec)
         if changes and not args.force:
-            raise UserError(f"{given} differs from the copy sweep {name!r} was launched with ({stored}): {changes}; "
-                            "pass --force to adopt the edit, or `gatesweep resume NAME` to continue as launched")
+            raise UserError(
+                f"{given} differs from the copy sweep {name!r} was launched with ({stored}): {changes}; "
+                "pass --force to adopt the edit, or `gatesweep resume NAME` to continue as launched"
+            )
         if changes:
             lost = {t.config_hash for t in stored_exp.trials} - {t.config_hash for t in expansion.trials}
             if lost:
                 example = next(t.name for t in stored_exp.trials if t.config_hash in lost)
-                raise UserError(f"{given}: the edit changes or removes {len(lost)} launched trial(s) (e.g. {example}), so their "
-                                "results would no longer belong to this sweep; launch it as a new sweep (another `name`)")
+                raise UserError(
+                    f"{given}: the edit changes or removes {len(lost)} launched trial(s) (e.g. {example}), so their "
+                    "results would no longer belong to this sweep; launch it as a new sweep (another `name`)"
+                )
             print(f"adopting the edited sweep file ({changes})", flush=True)
         source = given
     elif given is not None:
@@ -71,8 +79,11 @@ def run(args) -> int:
             except UserError:
                 changes = "it no longer validates"
             if changes:
-                print(f"note: {origin} changed since launch ({changes}); continuing with the stored copy "
-                      f"(`gatesweep resume {origin} --force` adopts the edit)", flush=True)
+                print(
+                    f"note: {origin} changed since launch ({changes}); continuing with the stored copy "
+                    f"(`gatesweep resume {origin} --force` adopts the edit)",
+                    flush=True,
+                )
     if spec.name != name:
         raise UserError(f"{target}: the file defines sweep {spec.name!r}, not {name!r}")
     return launch(spec, expansion, source, args, resume=True, rerun=False)

@@ -18,8 +18,9 @@ CONFIRM_ABOVE = 500
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("run", help="launch a sweep on Ray (local or --address)", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "run", help="launch a sweep on Ray (local or --address)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("file", help="sweep YAML")
     add_launch_options(p)
     p.add_argument("--smoke", action="store_true", help="run every trial for a few steps (sweep NAME-smoke)")
@@ -30,7 +31,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def add_launch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", help="Ray cluster address (e.g. 10.0.0.5:6379 or auto); default: start a local Ray on 127.0.0.1")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: the sweep's tracking.uri, MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
+    p.add_argument(
+        "--tracking-uri", help="MLflow tracking URI (default: the sweep's tracking.uri, MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)"
+    )
     p.add_argument("--max-concurrent", type=int, help="trials at once (default: resources.max_concurrent, else what the cluster fits)")
     p.add_argument("--runs-dir", default="runs", help="sweep state and checkpoints (default: ./runs; shared storage on a cluster)")
 
@@ -46,11 +49,21 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
+
     preflight(uri, args.address, spec, expansion, source=source)  # nothing is written if a service is missing
     runs_root = writable_dir(args.runs_dir, "--runs-dir")
-    launcher = Launcher(spec, expansion, source=source, runs_root=runs_root, tracking_uri=uri, address=args.address,
-                        max_concurrent=args.max_concurrent, rerun=rerun, resume=resume,
-                        log=lambda line: print(line, flush=True))
+    launcher = Launcher(
+        spec,
+        expansion,
+        source=source,
+        runs_root=runs_root,
+        tracking_uri=uri,
+        address=args.address,
+        max_concurrent=args.max_concurrent,
+        rerun=rerun,
+        resume=resume,
+        log=lambda line: print(line, flush=True),
+    )
     outcome = launcher.run()
     print_outcome(outcome)
     from ..tracking import redact_uri

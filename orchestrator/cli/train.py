@@ -17,17 +17,29 @@ from .common import UserError, config_error, load_yaml, print_table, tracking_ur
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("train", help="train one trial (DeepSpeed, no Ray) and log it to MLflow",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "train",
+        help="train one trial (DeepSpeed, no Ray) and log it to MLflow",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("config", help="trial config YAML (the schema of a sweep's `base` section)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a field by dotted path, e.g. --set model.gate.position=G1 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field by dotted path, e.g. --set model.gate.position=G1 (repeatable)",
+    )
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--experiment", help="MLflow experiment (default: tracking.experiment of the file)")
     p.add_argument("--run-name", help="MLflow run name (default: gate-size-seed)")
     p.add_argument("--runs-dir", default="runs", help="where checkpoints and final weights go (default: ./runs)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--resume", action="store_true", help="continue this config's previous trial from its newest checkpoint, in the same MLflow run")
+    group.add_argument(
+        "--resume", action="store_true", help="continue this config's previous trial from its newest checkpoint, in the same MLflow run"
+    )
     group.add_argument("--fresh", action="store_true", help="discard this config's previous checkpoints and start a new run")
     p.add_argument("--quiet", action="store_true", help="print only the final table")
     return p
@@ -73,7 +85,6 @@ def run(args) -> int:
     from orchestrator.launch.preflight import check_hub, check_tracking_uri
     from orchestrator.spec.trial import experiment_problem
 
-
     if args.experiment is not None and experiment_problem(args.experiment):
         raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
     uri = tracking_uri(args.tracking_uri, cfg.tracking.uri)
@@ -102,8 +113,12 @@ def run(args) -> int:
     writable_dir(run_dir, "--runs-dir")
 
     ctx = TrialContext(
-        run_dir=run_dir, tracking_uri=uri, experiment=args.experiment or cfg.tracking.experiment,
-        run_id=run_id, run_name=args.run_name, resume=args.resume,
+        run_dir=run_dir,
+        tracking_uri=uri,
+        experiment=args.experiment or cfg.tracking.experiment,
+        run_id=run_id,
+        run_name=args.run_name,
+        resume=args.resume,
         progress=None if args.quiet else (lambda line: print(line, flush=True)),
     )
     try:

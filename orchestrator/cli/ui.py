@@ -27,8 +27,12 @@ START_TIMEOUT_S = 120.0
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 over the sweep store", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "ui",
+        help="start the MLflow UI on 127.0.0.1 over the sweep store",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--port", type=int, default=5000, help="port on 127.0.0.1 (default: 5000)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--sweep", help="print the URL of this sweep's experiment and parent run (default: those of the 10 newest sweeps)")
@@ -47,8 +51,7 @@ def port_free(port: int) -> bool:
 def server_command(uri: str, port: int) -> list[str]:
     from ..tracking import artifacts_folder
 
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", HOST, "--port", str(port),
-           "--workers", "1"]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", HOST, "--port", str(port), "--workers", "1"]
     folder = artifacts_folder(uri)
     if folder is not None:  # artifacts uploaded through the UI go beside the database, as the sweeps' do
         cmd += ["--artifacts-destination", str(folder)]
@@ -121,8 +124,9 @@ def run(args) -> int:
     base = f"http://{HOST}:{args.port}"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     log = tempfile.NamedTemporaryFile(prefix="gatesweep-ui-", suffix=".log", delete=False)  # noqa: SIM115 (open for the server's life; closed in finally)
-    proc = subprocess.Popen(server_command(uri, args.port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        server_command(uri, args.port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+    )
     # Ctrl-C and SIGTERM both stop the server (SIGINT is set explicitly: a shell's background
     # job inherits it ignored)
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -134,8 +138,11 @@ def run(args) -> int:
             return 1
         print(f"MLflow UI: {base}", flush=True)
         for name, exp_id, run_id in links:
-            print(f"  sweep {name}: {base}/#/experiments/{exp_id}   (parent run, report/ artifacts: "
-                  f"{base}/#/experiments/{exp_id}/runs/{run_id})", flush=True)
+            print(
+                f"  sweep {name}: {base}/#/experiments/{exp_id}   (parent run, report/ artifacts: "
+                f"{base}/#/experiments/{exp_id}/runs/{run_id})",
+                flush=True,
+            )
         if not links:
             print("  no sweeps in this store yet", flush=True)
         print("Ctrl-C stops the server.", flush=True)

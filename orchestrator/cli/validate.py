@@ -30,8 +30,10 @@ def run(args) -> int:
             data = load_yaml(path)
             if is_sweep_file(data):
                 spec, e = load_and_expand(path)
-                print(f"{path}: valid sweep {spec.name!r}: {len(e.trials)} trials "
-                      f"({e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped)")
+                print(
+                    f"{path}: valid sweep {spec.name!r}: {len(e.trials)} trials "
+                    f"({e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped)"
+                )
             else:
                 cfg = load_trial_config(path, [])
                 print(f"{path}: valid trial config (hash {cfg.config_hash()})")

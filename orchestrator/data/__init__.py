@@ -36,4 +36,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'orchestrator.data' has no attribute {name!r}")
 
 
-__all__ = ["BigramBackcopy", "DataUnavailable", "TextData", "build_trial_data", "build_text_data"]
+__all__ = ["BigramBackcopy", "DataUnavailable", "TextData", "build_text_data", "build_trial_data"]

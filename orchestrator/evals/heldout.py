@@ -54,8 +54,9 @@ class Perplexity(NamedTuple):
 
 
 @torch.no_grad()
-def perplexity(model, batches: Iterable[torch.Tensor], token_bytes, *, device,
-               each: Callable[[torch.Tensor, torch.Tensor], None] | None = None) -> Perplexity:
+def perplexity(
+    model, batches: Iterable[torch.Tensor], token_bytes, *, device, each: Callable[[torch.Tensor, torch.Tensor], None] | None = None
+) -> Perplexity:
     """Loss, perplexity and bits per byte of next-token prediction over (B, T+1) batches that
     start with BOS; `token_bytes[id]` is the number of bytes token `id` stands for. `each(logits,
     seq)` sees every batch (held-out task metrics). The periodic evaluation (`val_*`) and the
@@ -97,15 +98,17 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
         sink, sink_layers = sink_ratio(probe.attn, eps=cfg.sink_eps, max_len=cfg.sink_tokens)
         acts = massive_activations(probe.outputs)
         vratio, vratio_layers = value_norm_ratio_at_bos(probe.values)
-        metrics.update({
-            "first_token_attn": fta,
-            "first_token_attn_uniform": uniform_first_token_attention(probe_seq.shape[1]),
-            "sink_ratio": sink,
-            "max_activation": acts.mean_max,
-            "max_activation/peak": acts.peak,
-            "max_activation/ratio": acts.peak_ratio,
-            "value_norm_bos_ratio": vratio,
-        })
+        metrics.update(
+            {
+                "first_token_attn": fta,
+                "first_token_attn_uniform": uniform_first_token_attention(probe_seq.shape[1]),
+                "sink_ratio": sink,
+                "max_activation": acts.mean_max,
+                "max_activation/peak": acts.peak,
+                "max_activation/ratio": acts.peak_ratio,
+                "value_norm_bos_ratio": vratio,
+            }
+        )
         metrics.update(_per_layer("first_token_attn", fta_layers))
         metrics.update(_per_layer("sink_ratio", sink_layers))
         metrics.update(_per_layer("max_activation", acts.max_per_layer))
@@ -113,11 +116,13 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
         gates = gate_statistics(probe.gates)
         hist = None
         if gates is not None:
-            metrics.update({
-                "gate_score_mean": gates.mean,
-                "gate_frac_below_1e-2": gates.frac_below_1e2,
-                "gate_frac_below_1e-3": gates.frac_below_1e3,
-            })
+            metrics.update(
+                {
+                    "gate_score_mean": gates.mean,
+                    "gate_frac_below_1e-2": gates.frac_below_1e2,
+                    "gate_frac_below_1e-3": gates.frac_below_1e3,
+                }
+            )
             metrics.update(_per_layer("gate_score_mean", gates.mean_per_layer))
             hist = gate_histogram(probe.gates)
         maps, heads = [], []
@@ -139,6 +144,11 @@ def probes_artifact(result: EvalResult, max_positions: int = 64) -> dict:
             {"layer": i, "head": h, "matrix": [[round(float(x), 5) for x in row[:max_positions]] for row in m[:max_positions].tolist()]}
             for i, (m, h) in enumerate(zip(result.attn_maps, result.attn_heads))
         ],
-        "gate_histogram": None if result.gate_hist is None else {"bins": len(result.gate_hist[0]), "range": [0.0, 1.0], "counts": result.gate_hist},
-        "max_activation_per_layer": [result.metrics[k] for k in sorted((k for k in result.metrics if k.startswith("max_activation/layer_")), key=lambda k: int(k.rsplit("_", 1)[1]))],
+        "gate_histogram": None
+        if result.gate_hist is None
+        else {"bins": len(result.gate_hist[0]), "range": [0.0, 1.0], "counts": result.gate_hist},
+        "max_activation_per_layer": [
+            result.metrics[k]
+            for k in sorted((k for k in result.metrics if k.startswith("max_activation/layer_")), key=lambda k: int(k.rsplit("_", 1)[1]))
+        ],
     }

@@ -21,9 +21,8 @@ Shape legend: B batch rows, T time (padded width), V vocabulary, N gathered (row
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable
 
 import torch
 

@@ -40,9 +40,10 @@ from __future__ import annotations
 import csv
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -52,17 +53,62 @@ from .lm import Model, score_continuations
 
 # lm-evaluation-harness `lm_eval/tasks/mmlu/_generate_configs.py` SUBJECTS (= cais/mmlu configs)
 SUBJECTS: tuple[str, ...] = (
-    "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge", "college_biology",
-    "college_chemistry", "college_computer_science", "college_mathematics", "college_medicine", "college_physics",
-    "computer_security", "conceptual_physics", "econometrics", "electrical_engineering", "elementary_mathematics",
-    "formal_logic", "global_facts", "high_school_biology", "high_school_chemistry", "high_school_computer_science",
-    "high_school_european_history", "high_school_geography", "high_school_government_and_politics",
-    "high_school_macroeconomics", "high_school_mathematics", "high_school_microeconomics", "high_school_physics",
-    "high_school_psychology", "high_school_statistics", "high_school_us_history", "high_school_world_history",
-    "human_aging", "human_sexuality", "international_law", "jurisprudence", "logical_fallacies", "machine_learning",
-    "management", "marketing", "medical_genetics", "miscellaneous", "moral_disputes", "moral_scenarios", "nutrition",
-    "philosophy", "prehistory", "professional_accounting", "professional_law", "professional_medicine",
-    "professional_psychology", "public_relations", "security_studies", "sociology", "us_foreign_policy", "virology",
+    "abstract_algebra",
+    "anatomy",
+    "astronomy",
+    "business_ethics",
+    "clinical_knowledge",
+    "college_biology",
+    "college_chemistry",
+    "college_computer_science",
+    "college_mathematics",
+    "college_medicine",
+    "college_physics",
+    "computer_security",
+    "conceptual_physics",
+    "econometrics",
+    "electrical_engineering",
+    "elementary_mathematics",
+    "formal_logic",
+    "global_facts",
+    "high_school_biology",
+    "high_school_chemistry",
+    "high_school_computer_science",
+    "high_school_european_history",
+    "high_school_geography",
+    "high_school_government_and_politics",
+    "high_school_macroeconomics",
+    "high_school_mathematics",
+    "high_school_microeconomics",
+    "high_school_physics",
+    "high_school_psychology",
+    "high_school_statistics",
+    "high_school_us_history",
+    "high_school_world_history",
+    "human_aging",
+    "human_sexuality",
+    "international_law",
+    "jurisprudence",
+    "logical_fallacies",
+    "machine_learning",
+    "management",
+    "marketing",
+    "medical_genetics",
+    "miscellaneous",
+    "moral_disputes",
+    "moral_scenarios",
+    "nutrition",
+    "philosophy",
+    "prehistory",
+    "professional_accounting",
+    "professional_law",
+    "professional_medicine",
+    "professional_psychology",
+    "public_relations",
+    "security_studies",
+    "sociology",
+    "us_foreign_policy",
+    "virology",
     "world_religions",
 )
 LETTERS: tuple[str, str, str, str] = ("A", "B", "C", "D")
@@ -189,7 +235,7 @@ def _rows(subject: str, records: list[dict], where: str) -> tuple[Question, ...]
     return tuple(_question(subject, r["question"], list(r["choices"]), r["answer"], where) for r in records)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_split(source: Source, subject: str, split: Split) -> tuple[Question, ...]:
     """One subject's `test` or `dev` questions from `source`, cached in-process."""
     if subject not in SUBJECTS:
@@ -228,7 +274,9 @@ def load_split(source: Source, subject: str, split: Split) -> tuple[Question, ..
     return _rows(subject, ds.to_list(), f"{HUB_NAME}:{subject}")
 
 
-def load_mmlu(source_path: str | Path | None = None, subjects: list[str] | None = None) -> tuple[Source, dict[str, tuple[Question, ...]], dict[str, tuple[Question, ...]]]:
+def load_mmlu(
+    source_path: str | Path | None = None, subjects: list[str] | None = None
+) -> tuple[Source, dict[str, tuple[Question, ...]], dict[str, tuple[Question, ...]]]:
     """(source, test questions per subject, dev questions per subject) for `subjects` (all 57 by default)."""
     names = _check_subjects(subjects)
     source = resolve_source(source_path)
@@ -349,8 +397,10 @@ def run_mmlu(
         correct.extend(bool(c) for c in correct_Q)
         if progress is not None:
             elapsed = time.perf_counter() - start
-            progress(f"MMLU {len(per_subject)}/{len(test)} {subject}: {per_subject[subject]:.3f} on {len(items)} questions; "
-                     f"running accuracy {np.mean(correct):.4f} on {len(correct)} ({len(correct) / elapsed:.1f} q/s)")
+            progress(
+                f"MMLU {len(per_subject)}/{len(test)} {subject}: {per_subject[subject]:.3f} on {len(items)} questions; "
+                f"running accuracy {np.mean(correct):.4f} on {len(correct)} ({len(correct) / elapsed:.1f} q/s)"
+            )
     seconds = time.perf_counter() - start
     n = len(correct)
     return MMLUResult(

@@ -68,8 +68,9 @@ def ruler_rope(cfg, length: int, train_len: int, rope: RopeConfig) -> RopeConfig
     return rope.replace(scaling="yarn", factor=length / train_len, original_max_len=train_len)
 
 
-def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...] = BENCHMARKS,
-                   progress: Callable[[str], None] | None = None) -> dict[str, float]:
+def run_benchmarks(
+    model, tokenizer, trial_cfg, *, device, which: tuple[str, ...] = BENCHMARKS, progress: Callable[[str], None] | None = None
+) -> dict[str, float]:
     """The benchmarks named in `which`, with the settings of `trial_cfg.eval`; returns the metrics to log."""
     ev = trial_cfg.eval
     model.eval()
@@ -86,18 +87,34 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
 
         def do_mmlu() -> dict[str, float]:
             t0 = time.perf_counter()
-            r = run_mmlu(model, tokenizer, source_path=m.path, subjects=m.subjects or None, limit=m.limit,
-                         max_len=m.max_len, batch_size=m.batch_size, progress=progress)
+            r = run_mmlu(
+                model,
+                tokenizer,
+                source_path=m.path,
+                subjects=m.subjects or None,
+                limit=m.limit,
+                max_len=m.max_len,
+                batch_size=m.batch_size,
+                progress=progress,
+            )
             seconds = time.perf_counter() - t0
-            res = {"mmlu_acc": r.accuracy, "mmlu_acc_macro": r.macro_accuracy, "mmlu/questions": r.n_questions,
-                   "mmlu/cut_prompts": r.n_cut, "eval_time_s/mmlu": seconds, "mmlu/questions_per_s": r.n_questions / seconds}
+            res = {
+                "mmlu_acc": r.accuracy,
+                "mmlu_acc_macro": r.macro_accuracy,
+                "mmlu/questions": r.n_questions,
+                "mmlu/cut_prompts": r.n_cut,
+                "eval_time_s/mmlu": seconds,
+                "mmlu/questions_per_s": r.n_questions / seconds,
+            }
             res.update({f"mmlu/{subject}": acc for subject, acc in r.per_subject.items()})
             return res
 
         res, hit = cached({"kind": "mmlu", "weights": wh, "tok": tok_id, "cfg": m.to_dict()}, do_mmlu)
         out.update(res)
-        say(f"MMLU: accuracy {res['mmlu_acc']:.4f} (macro {res['mmlu_acc_macro']:.4f}) on {int(res['mmlu/questions'])} questions"
-            + (" (cached)" if hit else f" in {res['eval_time_s/mmlu']:.0f} s"))
+        say(
+            f"MMLU: accuracy {res['mmlu_acc']:.4f} (macro {res['mmlu_acc_macro']:.4f}) on {int(res['mmlu/questions'])} questions"
+            + (" (cached)" if hit else f" in {res['eval_time_s/mmlu']:.0f} s")
+        )
 
     if "ruler" in which:
         from .ruler import run_ruler
@@ -109,28 +126,40 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
             tasks = [t for t in r_cfg.tasks if ruler_min_length(t, tokenizer) <= length]
             skipped = [t for t in r_cfg.tasks if t not in tasks]
             if skipped:
-                say(f"RULER-style @ {length} tokens: {', '.join(skipped)} need longer contexts with tokenizer "
-                    f"{tokenizer.name} ({', '.join(str(ruler_min_length(t, tokenizer)) for t in skipped)} tokens); skipped")
+                say(
+                    f"RULER-style @ {length} tokens: {', '.join(skipped)} need longer contexts with tokenizer "
+                    f"{tokenizer.name} ({', '.join(str(ruler_min_length(t, tokenizer)) for t in skipped)} tokens); skipped"
+                )
             if not tasks:
                 continue
 
             def do_ruler(length=length, rope=rope, tasks=tasks) -> dict[str, float]:
                 t0 = time.perf_counter()
                 with rope_override(model, rope):
-                    r = run_ruler(model, tokenizer, tasks=tasks, lengths=[length], n=r_cfg.samples,
-                                  seed=r_cfg.seed, batch_size=r_cfg.batch_size)
+                    r = run_ruler(
+                        model, tokenizer, tasks=tasks, lengths=[length], n=r_cfg.samples, seed=r_cfg.seed, batch_size=r_cfg.batch_size
+                    )
                 res = {f"ruler/{task}/{L}": score for (task, L), score in r.scores.items()}
                 res.update({f"ruler_avg/{L}": avg for L, avg in r.per_length.items()})
                 res["eval_time_s/ruler"] = time.perf_counter() - t0
                 return res
 
-            key = {"kind": "ruler", "weights": wh, "tok": tok_id, "length": length, "rope": rope.to_dict(), "tasks": tasks,
-                   "cfg": {k: v for k, v in r_cfg.to_dict().items() if k not in ("lengths", "tasks")}}
+            key = {
+                "kind": "ruler",
+                "weights": wh,
+                "tok": tok_id,
+                "length": length,
+                "rope": rope.to_dict(),
+                "tasks": tasks,
+                "cfg": {k: v for k, v in r_cfg.to_dict().items() if k not in ("lengths", "tasks")},
+            }
             res, hit = cached(key, do_ruler)
             t_all += res.pop("eval_time_s/ruler")
             out.update(res)
-            say(f"RULER-style @ {length} tokens ({len(tasks)} tasks): average {res[f'ruler_avg/{length}']:.1f}"
-                + (" (cached)" if hit else ""))
+            say(
+                f"RULER-style @ {length} tokens ({len(tasks)} tasks): average {res[f'ruler_avg/{length}']:.1f}"
+                + (" (cached)" if hit else "")
+            )
         out["eval_time_s/ruler"] = t_all
 
     if "ppl" in which and ev.ppl_sets:
@@ -138,6 +167,7 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
 
         t_all = 0.0
         for name in ev.ppl_sets:
+
             def do_ppl(name=name) -> dict[str, float]:
                 t0 = time.perf_counter()
                 windows = heldout_windows(name, tokenizer, train_len, trial_cfg.data.val_fraction)
@@ -145,8 +175,17 @@ def run_benchmarks(model, tokenizer, trial_cfg, *, device, which: tuple[str, ...
                 p = perplexity(model, batches, tokenizer.token_bytes, device=device)
                 return {f"ppl/{_set_name(name)}": p.ppl, f"bpb/{_set_name(name)}": p.bpb, "eval_time_s/ppl": time.perf_counter() - t0}
 
-            res, _ = cached({"kind": "ppl", "weights": wh, "tok": tok_id, "set": name, "seq_len": train_len,
-                             "val_fraction": trial_cfg.data.val_fraction}, do_ppl)
+            res, _ = cached(
+                {
+                    "kind": "ppl",
+                    "weights": wh,
+                    "tok": tok_id,
+                    "set": name,
+                    "seq_len": train_len,
+                    "val_fraction": trial_cfg.data.val_fraction,
+                },
+                do_ppl,
+            )
             t_all += res.pop("eval_time_s/ppl", 0.0)  # the time of the evaluation itself, also on a cache hit
             out.update(res)
         out["eval_time_s/ppl"] = t_all

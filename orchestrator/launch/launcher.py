@@ -15,8 +15,8 @@ ASHA, Optuna, progress), `launch.state` / `launch.lock` / `launch.signals` (the 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from orchestrator.launch import signals
 from orchestrator.launch.lock import SweepLock
@@ -30,14 +30,26 @@ from orchestrator.spec.sweep import SweepSpec
 class Launcher:
     """One launch (or resume) of a sweep: lock, runs, cluster, Tune, outcome."""
 
-    def __init__(self, spec: SweepSpec, expansion: Expansion, *, source: Path, runs_root: Path, tracking_uri: str,
-                 address: str | None = None, max_concurrent: int | None = None, rerun: bool = False,
-                 resume: bool = False, log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        expansion: Expansion,
+        *,
+        source: Path,
+        runs_root: Path,
+        tracking_uri: str,
+        address: str | None = None,
+        max_concurrent: int | None = None,
+        rerun: bool = False,
+        resume: bool = False,
+        log: Callable[[str], None] = print,
+    ):
         self.spec, self.expansion, self.log, self.resume = spec, expansion, log, resume
         self.dir = sweep_dir(runs_root, spec.name)
         self.state: dict = load_state(self.dir) if resume else {}
-        self.runs = SweepRuns(spec, expansion, folder=self.dir, source=Path(source).resolve(), uri=tracking_uri,
-                              state=self.state, resume=resume, rerun=rerun)
+        self.runs = SweepRuns(
+            spec, expansion, folder=self.dir, source=Path(source).resolve(), uri=tracking_uri, state=self.state, resume=resume, rerun=rerun
+        )
         self.cluster = RayCluster(spec.resources, address=address, tracking_uri=tracking_uri, max_concurrent=max_concurrent)
         self.stopped: dict[str, int] = {}
         """Trials the scheduler stopped (Tune trial id or config hash -> step), as ASHA decided."""
@@ -65,8 +77,10 @@ class Launcher:
             payloads = [p for p in payloads if self.runs.rows[p.config_hash].status != "skipped"]
             if not interrupted:
                 skipped = sum(r.status == "skipped" for r in self.runs.rows.values())
-                self.log(f"sweep {self.spec.name}: {len(self.expansion.trials)} trials, {skipped} already finished, "
-                         f"{len(payloads)} to run (MLflow experiment {self.runs.experiment!r}, parent run {parent})")
+                self.log(
+                    f"sweep {self.spec.name}: {len(self.expansion.trials)} trials, {skipped} already finished, "
+                    f"{len(payloads)} to run (MLflow experiment {self.runs.experiment!r}, parent run {parent})"
+                )
             if payloads:
                 try:
                     self._start_cluster()
@@ -111,9 +125,15 @@ class Launcher:
         from orchestrator.ray.tune import build_tuner
 
         spec = self.spec
-        common = dict(max_t=(spec.scheduler.max_t if spec.scheduler else 0) or max(t.config.train.steps for t in self.expansion.trials),
-                      storage=self.dir / "tune", concurrency=self.cluster.concurrency(), retries=spec.retries,
-                      log=self.log, stopped=self.stopped, errors=self.errors)
+        common = dict(
+            max_t=(spec.scheduler.max_t if spec.scheduler else 0) or max(t.config.train.steps for t in self.expansion.trials),
+            storage=self.dir / "tune",
+            concurrency=self.cluster.concurrency(),
+            retries=spec.retries,
+            log=self.log,
+            stopped=self.stopped,
+            errors=self.errors,
+        )
         if spec.search.type == "grid":
             build_tuner(spec, payloads, **common).fit()
             return

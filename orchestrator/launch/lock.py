@@ -25,7 +25,7 @@ class SweepLock:
         self.name = name
         self._fd: int | None = None
 
-    def acquire(self) -> "SweepLock":
+    def acquire(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -33,10 +33,17 @@ class SweepLock:
         except BlockingIOError:
             holder = _read(fd)
             os.close(fd)
-            who = (f"driver pid {holder.get('pid')} on host {holder.get('host')}, started "
-                   f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.get('started', 0)))}") if holder else "another driver"
-            raise UserError(f"sweep {self.name!r} is already running ({who}; lock {self.path}); "
-                            "wait for it, or stop it and `gatesweep resume` it") from None
+            who = (
+                (
+                    f"driver pid {holder.get('pid')} on host {holder.get('host')}, started "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(holder.get('started', 0)))}"
+                )
+                if holder
+                else "another driver"
+            )
+            raise UserError(
+                f"sweep {self.name!r} is already running ({who}; lock {self.path}); wait for it, or stop it and `gatesweep resume` it"
+            ) from None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode())
         os.fsync(fd)
@@ -51,7 +58,7 @@ class SweepLock:
                 os.close(self._fd)  # closing drops the flock
                 self._fd = None
 
-    def __enter__(self) -> "SweepLock":
+    def __enter__(self) -> SweepLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -90,17 +90,21 @@ def _check_http_store(uri: str, shown: str, timeout: float) -> None:
     if status == 200:
         return
     if status in (401, 403):
-        raise UserError(f"the MLflow tracking server at {shown} refused the credentials (HTTP {status}); set "
-                        "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
-    raise UserError(f"{shown} does not answer like an MLflow tracking server (HTTP {status} for /health and "
-                    "/api/2.0/mlflow/experiments/search); check the tracking URI")
+        raise UserError(
+            f"the MLflow tracking server at {shown} refused the credentials (HTTP {status}); set "
+            "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        )
+    raise UserError(
+        f"{shown} does not answer like an MLflow tracking server (HTTP {status} for /health and "
+        "/api/2.0/mlflow/experiments/search); check the tracking URI"
+    )
 
 
 def _get(url: str, headers: dict, context, timeout: float, shown: str) -> int:
     """The HTTP status of a GET (any status: the server answered), or UserError if none came."""
     request = urllib.request.Request(url, headers=headers, method="GET")
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310 - http(s) only
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             return response.status
     except urllib.error.HTTPError as err:
         return err.code
@@ -127,7 +131,7 @@ def _auth_headers(parts) -> dict:
 
 def _tls_context():
     if os.environ.get("MLFLOW_TRACKING_INSECURE_TLS", "").lower() == "true":
-        return ssl._create_unverified_context()  # noqa: S323 - the user's explicit choice, as MLflow honours it
+        return ssl._create_unverified_context()
     cafile = os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH")
     return ssl.create_default_context(cafile=cafile) if cafile else ssl.create_default_context()
 
@@ -142,8 +146,10 @@ def _check_sqlite_store(path: Path, shown: str) -> None:
         except OSError as err:
             raise UserError(f"tracking URI {shown}: {path} cannot be read ({err.strerror or err})") from None
         if head and head != SQLITE_MAGIC:
-            raise UserError(f"tracking URI {shown}: {path} is not a SQLite database (it starts with {head[:8]!r}); "
-                            "point the URI at a new or an MLflow .db file")
+            raise UserError(
+                f"tracking URI {shown}: {path} is not a SQLite database (it starts with {head[:8]!r}); "
+                "point the URI at a new or an MLflow .db file"
+            )
         if not os.access(path, os.R_OK | os.W_OK):
             raise UserError(f"tracking URI {shown}: {path} is not writable")
     _check_writable_folder(path.parent, shown)  # SQLite writes its journal beside the database
@@ -186,7 +192,7 @@ def _connect(host: str, port: int, timeout: float, what: str) -> None:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
-    except socket.timeout:
+    except TimeoutError:
         raise UserError(f"{what} (no answer within {timeout:g} s)") from None
     except OSError as err:
         raise UserError(f"{what} ({err.strerror or err})") from None
@@ -199,8 +205,10 @@ def check_local_resources(resources) -> None:
         return
     have = local_gpus()
     if need > have:
-        raise UserError(f"resources: a trial needs {need:g} GPUs (gpus_per_worker x workers_per_trial) and this machine has "
-                        f"{have}; pass --address of a cluster with GPUs, or set resources.gpus_per_worker: 0")
+        raise UserError(
+            f"resources: a trial needs {need:g} GPUs (gpus_per_worker x workers_per_trial) and this machine has "
+            f"{have}; pass --address of a cluster with GPUs, or set resources.gpus_per_worker: 0"
+        )
 
 
 def local_gpus() -> int:

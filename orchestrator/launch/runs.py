@@ -69,8 +69,11 @@ def refuse_live_driver(cl, exp_id: str, name: str) -> None:
     launched with another --runs-dir, whose lock this driver cannot see) is refused too."""
     import psutil
 
-    running = cl.search_runs([exp_id], filter_string=f"tags.`gatesweep.sweep` = '{name}' and tags.`gatesweep.kind` = 'sweep' "
-                             "and attributes.status = 'RUNNING'", max_results=100)
+    running = cl.search_runs(
+        [exp_id],
+        filter_string=f"tags.`gatesweep.sweep` = '{name}' and tags.`gatesweep.kind` = 'sweep' and attributes.status = 'RUNNING'",
+        max_results=100,
+    )
     for run in running:
         host, _, pid = run.data.tags.get(names.DRIVER_TAG, "").rpartition(":")
         if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
@@ -79,15 +82,18 @@ def refuse_live_driver(cl, exp_id: str, name: str) -> None:
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             if "gatesweep" in cmd or "orchestrator" in cmd:
-                raise UserError(f"sweep {name!r} is already running in this store (driver pid {pid} on host {host}, "
-                                f"parent run {run.info.run_id}); wait for it, or stop it and `gatesweep resume` it")
+                raise UserError(
+                    f"sweep {name!r} is already running in this store (driver pid {pid} on host {host}, "
+                    f"parent run {run.info.run_id}); wait for it, or stop it and `gatesweep resume` it"
+                )
 
 
 class SweepRuns:
     """Parent and child runs of one launch of a sweep, and its state.json."""
 
-    def __init__(self, spec: SweepSpec, expansion: Expansion, *, folder: Path, source: Path, uri: str,
-                 state: dict, resume: bool, rerun: bool):
+    def __init__(
+        self, spec: SweepSpec, expansion: Expansion, *, folder: Path, source: Path, uri: str, state: dict, resume: bool, rerun: bool
+    ):
         self.spec, self.expansion, self.dir, self.source, self.uri = spec, expansion, folder, source, uri
         self.state, self.resume, self.rerun = state, resume, rerun
         self.experiment = spec.tracking.experiment
@@ -104,18 +110,37 @@ class SweepRuns:
         else:
             refuse_live_driver(cl, exp_id, self.spec.name)
             self.state["source"] = str(self.source)
-            tags = {names.SWEEP_TAG: self.spec.name, names.KIND_TAG: "sweep", names.NOTE_TAG: self.spec.description,
-                    names.TRACKING_URI_TAG: redact_uri(self.uri), names.DRIVER_TAG: driver}
+            tags = {
+                names.SWEEP_TAG: self.spec.name,
+                names.KIND_TAG: "sweep",
+                names.NOTE_TAG: self.spec.description,
+                names.TRACKING_URI_TAG: redact_uri(self.uri),
+                names.DRIVER_TAG: driver,
+            }
             parent = cl.create_run(exp_id, run_name=self.spec.name, tags=tags).info.run_id
             logger = RunLogger(self.uri, parent)
             e = self.expansion
-            logger.log_params({"sweep.cells": e.cells, "sweep.trials": len(e.trials), "sweep.excluded": e.excluded,
-                               "sweep.duplicates": e.duplicates, "sweep.search": self.spec.search.type,
-                               "sweep.axes": ",".join(e.varying) or "-",
-                               names.SWEEP_SPACE_PARAM: ",".join(self.spec.search.space) or "-"})
+            logger.log_params(
+                {
+                    "sweep.cells": e.cells,
+                    "sweep.trials": len(e.trials),
+                    "sweep.excluded": e.excluded,
+                    "sweep.duplicates": e.duplicates,
+                    "sweep.search": self.spec.search.type,
+                    "sweep.axes": ",".join(e.varying) or "-",
+                    names.SWEEP_SPACE_PARAM: ",".join(self.spec.search.space) or "-",
+                }
+            )
             logger.log_artifact(self.source)
-        self.state.update({"name": self.spec.name, "parent_run_id": parent, "experiment": self.experiment,
-                           "sweep_file": str(self.dir / "sweep.yaml"), "trials": self.state.get("trials", {})})
+        self.state.update(
+            {
+                "name": self.spec.name,
+                "parent_run_id": parent,
+                "experiment": self.experiment,
+                "sweep_file": str(self.dir / "sweep.yaml"),
+                "trials": self.state.get("trials", {}),
+            }
+        )
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.source != (self.dir / "sweep.yaml").resolve():
             shutil.copyfile(self.source, self.dir / "sweep.yaml")
@@ -159,19 +184,34 @@ class SweepRuns:
         if run_id is None and self.spec.search.type == "grid":
             if run_dir.exists():  # a previous launch's checkpoints belong to another run
                 shutil.rmtree(run_dir, ignore_errors=True)
-            tags = {names.SWEEP_TAG: self.spec.name, names.CONFIG_HASH_TAG: t.config_hash,
-                    names.TRIAL_NAME_TAG: t.name, names.PARENT_TAG: parent,
-                    **{names.axis_tag(k): str(v) for k, v in t.axes.items()}}
+            tags = {
+                names.SWEEP_TAG: self.spec.name,
+                names.CONFIG_HASH_TAG: t.config_hash,
+                names.TRIAL_NAME_TAG: t.name,
+                names.PARENT_TAG: parent,
+                **{names.axis_tag(k): str(v) for k, v in t.axes.items()},
+            }
             run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
             cl.update_run(run_id, status="SCHEDULED")
         row.run_id = run_id
         self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}
         res = self.spec.resources
         return TrialPayload(
-            config=t.config.to_dict(), config_hash=t.config_hash, name=t.name, run_id=run_id, run_dir=str(run_dir),
-            tracking_uri=redact_uri(self.uri), experiment=self.experiment, parent_run_id=parent, sweep=self.spec.name,
-            workers=res.workers_per_trial, cpus=res.cpus_per_worker, gpus=res.gpus_per_worker,
-            tags={names.axis_tag(k): str(v) for k, v in t.axes.items()}, judged_by=self.judged_by())
+            config=t.config.to_dict(),
+            config_hash=t.config_hash,
+            name=t.name,
+            run_id=run_id,
+            run_dir=str(run_dir),
+            tracking_uri=redact_uri(self.uri),
+            experiment=self.experiment,
+            parent_run_id=parent,
+            sweep=self.spec.name,
+            workers=res.workers_per_trial,
+            cpus=res.cpus_per_worker,
+            gpus=res.gpus_per_worker,
+            tags={names.axis_tag(k): str(v) for k, v in t.axes.items()},
+            judged_by=self.judged_by(),
+        )
 
     def judged_by(self) -> list[str]:
         """The metrics the scheduler and searcher read from every result."""
@@ -182,8 +222,9 @@ class SweepRuns:
             out.append(self.spec.search.metric)
         return sorted(set(out))
 
-    def collect(self, parent: str, wall: float, interrupted: bool, stopped: dict[str, int], errors: dict[str, str],
-                error: str = "") -> SweepOutcome:
+    def collect(
+        self, parent: str, wall: float, interrupted: bool, stopped: dict[str, int], errors: dict[str, str], error: str = ""
+    ) -> SweepOutcome:
         """Read every trial's final state from MLflow (the source of truth) and settle the runs
         whose own code could not record their end: trials the scheduler stopped (decided here,
         by ASHA's own decisions, not by the timing of the trial's last write), trials interrupted
@@ -194,8 +235,15 @@ class SweepRuns:
         by_id = {r.info.run_id: r for r in children}
         rows = list(self.rows.values())
         if self.spec.search.type == "optuna":
-            rows = [TrialRow(run.data.tags.get(names.TRIAL_NAME_TAG, run.info.run_name), run.data.tags.get(names.CONFIG_HASH_TAG, ""),
-                             run.info.run_id, axes={}) for run in children]
+            rows = [
+                TrialRow(
+                    run.data.tags.get(names.TRIAL_NAME_TAG, run.info.run_name),
+                    run.data.tags.get(names.CONFIG_HASH_TAG, ""),
+                    run.info.run_id,
+                    axes={},
+                )
+                for run in children
+            ]
         for row in rows:
             run = by_id.get(row.run_id) if row.run_id else None
             if run is None:

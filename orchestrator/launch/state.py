@@ -23,8 +23,10 @@ def load_state(path: Path) -> dict:
     try:
         state = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise UserError(f"{f}: damaged sweep state ({type(err).__name__}: {str(err)[:120]}); "
-                        "restore it from a backup or launch the sweep again with `gatesweep run`") from None
+        raise UserError(
+            f"{f}: damaged sweep state ({type(err).__name__}: {str(err)[:120]}); "
+            "restore it from a backup or launch the sweep again with `gatesweep run`"
+        ) from None
     problem = _state_problem(state)
     if problem:
         raise UserError(f"{f}: damaged sweep state ({problem}); restore it or launch the sweep again with `gatesweep run`")

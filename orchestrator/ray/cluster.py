@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from orchestrator.launch import signals
 from orchestrator.netpolicy import TELEMETRY_ENV
@@ -19,9 +19,19 @@ from orchestrator.spec.files import UserError
 
 TRACKING_ENV = "GATESWEEP_TRACKING_URI"
 """The tracking URI, unredacted, travels to the workers in this variable (never in a config)."""
-PASS_ENV = ("GATESWEEP_CACHE", "GATESWEEP_ONLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "DS_ACCELERATOR",
-            "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "TORCH_EXTENSIONS_DIR",
-            *TELEMETRY_ENV)
+PASS_ENV = (
+    "GATESWEEP_CACHE",
+    "GATESWEEP_ONLINE",
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HOME",
+    "DS_ACCELERATOR",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_TOKEN",
+    "TORCH_EXTENSIONS_DIR",
+    *TELEMETRY_ENV,
+)
 """Driver variables forwarded to every Ray worker (remote clusters do not inherit the driver's)."""
 
 
@@ -112,12 +122,21 @@ class RayCluster:
             res = self.resources
             # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
             need = math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))
-            ray.init(num_cpus=max(len(os.sched_getaffinity(0)), need), include_dashboard=False, _node_ip_address="127.0.0.1",
-                     runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
+            ray.init(
+                num_cpus=max(len(os.sched_getaffinity(0)), need),
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env=runtime_env,
+                log_to_driver=False,
+                logging_level="WARNING",
+            )
             from ray._private import worker as ray_worker
 
-            self.local = {"ray_session_dir": ray_worker._global_node.get_session_dir_path(),
-                          "ray_node_id": ray.get_runtime_context().get_node_id(), "driver_pid": os.getpid()}
+            self.local = {
+                "ray_session_dir": ray_worker._global_node.get_session_dir_path(),
+                "ray_node_id": ray.get_runtime_context().get_node_id(),
+                "driver_pid": os.getpid(),
+            }
         signals.install_interrupt()  # ray.init installed its own SIGTERM handler
 
     def stop(self) -> None:
@@ -140,9 +159,12 @@ class RayCluster:
         fits_trial = all(total[k] >= v * res.workers_per_trial for k, v in need.items() if v)
         if not (fits_one_worker and fits_trial):
             have = f"{len(nodes)} node(s): " + "; ".join(
-                f"node {i}: {n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for i, n in enumerate(nodes[:8]))
-            raise UserError(f"resources: a trial needs {res.workers_per_trial} worker(s) of {res.cpus_per_worker:g} CPU and "
-                            f"{res.gpus_per_worker:g} GPU each; the cluster at {self.address} has {have}")
+                f"node {i}: {n.get('CPU', 0):g} CPU, {n.get('GPU', 0):g} GPU" for i, n in enumerate(nodes[:8])
+            )
+            raise UserError(
+                f"resources: a trial needs {res.workers_per_trial} worker(s) of {res.cpus_per_worker:g} CPU and "
+                f"{res.gpus_per_worker:g} GPU each; the cluster at {self.address} has {have}"
+            )
 
     def concurrency(self) -> int:
         """Trials at once: --max-concurrent, else resources.max_concurrent, else what the cluster fits."""

@@ -39,8 +39,8 @@ class TrialPayload:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrialPayload":
+    def from_dict(cls, data: dict[str, Any]) -> TrialPayload:
         return cls(**data)
 
-    def replace(self, **changes: Any) -> "TrialPayload":
+    def replace(self, **changes: Any) -> TrialPayload:
         return dataclasses.replace(self, **changes)

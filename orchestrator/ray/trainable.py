@@ -41,8 +41,11 @@ def _uri(payload: TrialPayload) -> str:
 
 
 def _scalar_metrics(metrics: dict) -> dict:
-    return {k: float(v) for k, v in metrics.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and "/layer_" not in k}
+    return {
+        k: float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)) and "/layer_" not in k
+    }
 
 
 def _failure_report(payload: TrialPayload, step: int) -> dict:
@@ -55,10 +58,16 @@ def _context(payload: TrialPayload, report, num_threads: int | None):
     from orchestrator.trial.run import TrialContext
 
     return TrialContext(
-        run_dir=Path(payload.run_dir), tracking_uri=_uri(payload), experiment=payload.experiment,
-        run_id=payload.run_id, run_name=payload.name, parent_run_id=payload.parent_run_id,
+        run_dir=Path(payload.run_dir),
+        tracking_uri=_uri(payload),
+        experiment=payload.experiment,
+        run_id=payload.run_id,
+        run_name=payload.name,
+        parent_run_id=payload.parent_run_id,
         tags={names.SWEEP_TAG: payload.sweep, names.TRIAL_NAME_TAG: payload.name, **payload.tags},
-        resume=True, num_threads=num_threads, report=report,
+        resume=True,
+        num_threads=num_threads,
+        report=report,
     )
 
 
@@ -121,13 +130,18 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
     cl = client(uri)
     exp = cl.get_experiment_by_name(payload.experiment)
     found = cl.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.tune_trial_id` = '{trial_id}'", max_results=1)
-    name = f"{payload.name}-" + "-".join(f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}"
-                                         for k, v in payload.sampled.items())
+    name = f"{payload.name}-" + "-".join(
+        f"{k.split('.')[-1]}={v:.3g}" if isinstance(v, float) else f"{k.split('.')[-1]}={v}" for k, v in payload.sampled.items()
+    )
     if found:
         run_id = found[0].info.run_id
     else:
-        tags = {names.SWEEP_TAG: payload.sweep, names.CONFIG_HASH_TAG: cfg.config_hash() if cfg else "",
-                names.TUNE_TRIAL_ID_TAG: trial_id, names.TRIAL_NAME_TAG: name}
+        tags = {
+            names.SWEEP_TAG: payload.sweep,
+            names.CONFIG_HASH_TAG: cfg.config_hash() if cfg else "",
+            names.TUNE_TRIAL_ID_TAG: trial_id,
+            names.TRIAL_NAME_TAG: name,
+        }
         run_id = RunLogger.create(uri, payload.experiment, run_name=name, tags=tags, parent_run_id=payload.parent_run_id).run_id
     return payload.replace(run_id=run_id, name=name, run_dir=str(Path(payload.run_dir) / trial_id))
 
@@ -159,8 +173,9 @@ def _run_distributed(payload: TrialPayload) -> dict:
         train_loop_per_worker=_worker_loop,
         train_loop_config=payload.to_dict(),
         torch_config=BoundTorchConfig(),  # rank 0's store listens on its node's address only
-        scaling_config=ScalingConfig(num_workers=payload.workers, use_gpu=gpus > 0,
-                                     resources_per_worker={"CPU": payload.cpus, **({"GPU": gpus} if gpus else {})}),
+        scaling_config=ScalingConfig(
+            num_workers=payload.workers, use_gpu=gpus > 0, resources_per_worker={"CPU": payload.cpus, **({"GPU": gpus} if gpus else {})}
+        ),
         run_config=RunConfig(name=f"{payload.name}-train", storage_path=str(Path(payload.run_dir) / "ray_train")),
     )
     trainer.fit()

@@ -5,8 +5,8 @@ and the console progress callback. Imported only when a sweep launches (it impor
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ray import tune
 from ray.tune import Callback
@@ -14,8 +14,19 @@ from ray.tune import Callback
 from orchestrator import metrics
 
 
-def build_tuner(spec, payloads: list[dict], *, max_t: int, storage: Path, concurrency: int, retries: int,
-                log: Callable[[str], None], stopped: dict, errors: dict, arm: dict | None = None) -> tune.Tuner:
+def build_tuner(
+    spec,
+    payloads: list[dict],
+    *,
+    max_t: int,
+    storage: Path,
+    concurrency: int,
+    retries: int,
+    log: Callable[[str], None],
+    stopped: dict,
+    errors: dict,
+    arm: dict | None = None,
+) -> tune.Tuner:
     """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `stopped` and
     `errors` are filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines."""
     from orchestrator.ray import trainable as trainable_mod
@@ -28,11 +39,15 @@ def build_tuner(spec, payloads: list[dict], *, max_t: int, storage: Path, concur
     trainable = tune.with_resources(trainable_mod.trainable, resources)
     scheduler = None
     if spec.scheduler is not None and spec.scheduler.type == "asha":
-        scheduler = recording_asha(stopped)(time_attr="step", metric=spec.scheduler.metric, mode=spec.scheduler.mode,
-                                            grace_period=spec.scheduler.grace_period, max_t=max_t,
-                                            reduction_factor=spec.scheduler.reduction_factor)
-    common = dict(scheduler=scheduler, reuse_actors=True, max_concurrent_trials=concurrency,
-                  trial_dirname_creator=lambda tr: tr.trial_id)
+        scheduler = recording_asha(stopped)(
+            time_attr="step",
+            metric=spec.scheduler.metric,
+            mode=spec.scheduler.mode,
+            grace_period=spec.scheduler.grace_period,
+            max_t=max_t,
+            reduction_factor=spec.scheduler.reduction_factor,
+        )
+    common = dict(scheduler=scheduler, reuse_actors=True, max_concurrent_trials=concurrency, trial_dirname_creator=lambda tr: tr.trial_id)
     if arm is None:
         names = {p["config_hash"]: p["name"] for p in payloads}
         param_space = {"trial": tune.grid_search(payloads)}
@@ -45,11 +60,16 @@ def build_tuner(spec, payloads: list[dict], *, max_t: int, storage: Path, concur
         sampler = optuna.samplers.TPESampler(seed=s.seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
         param_space = {"trial": arm, "space": {path: tune_distribution(d) for path, d in s.space.items()}}
         search = failure_aware(OptunaSearch)(metric=s.metric, mode=s.mode, sampler=sampler)
-        tune_cfg = tune.TuneConfig(search_alg=search, num_samples=s.num_samples,
-                                   trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}", **common)
-    run_cfg = tune.RunConfig(name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}", storage_path=str(storage),
-                             failure_config=tune.FailureConfig(max_failures=retries), verbose=0,
-                             callbacks=[Progress(log, errors)])
+        tune_cfg = tune.TuneConfig(
+            search_alg=search, num_samples=s.num_samples, trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}", **common
+        )
+    run_cfg = tune.RunConfig(
+        name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}",
+        storage_path=str(storage),
+        failure_config=tune.FailureConfig(max_failures=retries),
+        verbose=0,
+        callbacks=[Progress(log, errors)],
+    )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
 
 
@@ -139,8 +159,10 @@ class Progress(Callback):
     @staticmethod
     def _counts(trials) -> str:
         states = [t.status for t in trials]
-        return (f"running {states.count('RUNNING')}, done {states.count('TERMINATED')}, "
-                f"errored {states.count('ERROR')}, pending {states.count('PENDING')}")
+        return (
+            f"running {states.count('RUNNING')}, done {states.count('TERMINATED')}, "
+            f"errored {states.count('ERROR')}, pending {states.count('PENDING')}"
+        )
 
 
 def first_line(trial) -> str:

@@ -58,7 +58,9 @@ class StoreCalls:
                 return self._call(fn, raise_errors=raise_errors)
             return False
         if self._down_since is not None:
-            self._warn(f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent")
+            self._warn(
+                f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent"
+            )
             self._down_since = None
         self._backoff = 1.0
         return True
@@ -72,7 +74,6 @@ class StoreCalls:
         """Warnings since the last call (a sweep forwards them to the driver's console)."""
         out, self.warnings = self.warnings, []
         return out
-
 
 
 class RunLogger(StoreCalls):
@@ -94,8 +95,9 @@ class RunLogger(StoreCalls):
 
     # ---- creation --------------------------------------------------------------------
     @classmethod
-    def create(cls, uri: str, experiment: str, *, run_name: str, tags: dict[str, str] | None = None,
-               parent_run_id: str | None = None, **kw) -> RunLogger:
+    def create(
+        cls, uri: str, experiment: str, *, run_name: str, tags: dict[str, str] | None = None, parent_run_id: str | None = None, **kw
+    ) -> RunLogger:
         cl = client(uri)
         exp_id = get_or_create_experiment(cl, experiment, uri)
         tags = dict(tags or {})
@@ -176,6 +178,19 @@ class RunLogger(StoreCalls):
 def _transient(err: Exception) -> bool:
     """Errors worth retrying: connection problems, server 5xx, a locked SQLite database."""
     text = f"{type(err).__name__} {err}".lower()
-    needles = ("connection", "timeout", "timed out", "max retries", "temporarily", "database is locked",
-               "503", "502", "504", "500", "refused", "reset by peer", "unavailable")
+    needles = (
+        "connection",
+        "timeout",
+        "timed out",
+        "max retries",
+        "temporarily",
+        "database is locked",
+        "503",
+        "502",
+        "504",
+        "500",
+        "refused",
+        "reset by peer",
+        "unavailable",
+    )
     return any(n in text for n in needles)

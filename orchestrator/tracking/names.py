@@ -64,7 +64,7 @@ def axis_tag(path: str) -> str:
 
 def axis_of(tag: str) -> str | None:
     """The axis path of an axis tag, None for any other tag."""
-    return tag[len(AXIS_PREFIX):] if tag.startswith(AXIS_PREFIX) else None
+    return tag[len(AXIS_PREFIX) :] if tag.startswith(AXIS_PREFIX) else None
 
 
 def also_in_tag(sweep: str) -> str:

@@ -59,8 +59,12 @@ def is_out_of_memory(err: BaseException) -> bool:
     if isinstance(err, MemoryError):
         return True
     text = f"{type(err).__name__}: {err}".lower()
-    return "outofmemory" in text.replace(" ", "") or "out of memory" in text or "can't allocate memory" in text \
+    return (
+        "outofmemory" in text.replace(" ", "")
+        or "out of memory" in text
+        or "can't allocate memory" in text
         or "cannot allocate memory" in text
+    )
 
 
 def classify(err: BaseException, stage: str) -> TrialFailed:

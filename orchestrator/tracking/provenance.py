@@ -28,7 +28,9 @@ def git_state() -> dict[str, str]:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if commit.returncode != 0:
             return {}
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+        )
         return {"git.commit": commit.stdout.strip(), "git.dirty": str(bool(dirty.stdout.strip())).lower()}
     except (OSError, subprocess.SubprocessError):
         return {}

@@ -36,7 +36,7 @@ ARTIFACTS_FOLDER = "mlartifacts"
 # ---- URIs -------------------------------------------------------------------------------------
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a `sqlite:///PATH` URI (relative as written, when it is), else None."""
-    return Path(uri[len(SQLITE_PREFIX):]) if uri.startswith(SQLITE_PREFIX) else None
+    return Path(uri[len(SQLITE_PREFIX) :]) if uri.startswith(SQLITE_PREFIX) else None
 
 
 def sqlite_uri(path: str | Path) -> str:
@@ -164,11 +164,11 @@ def all_pages(fetch: Callable[[str | None], Any]) -> list:
             return out
 
 
-def search_all(cl, experiment_ids: list[str], filter_string: str = "", *, order_by: list[str] | None = None,
-               page: int = PAGE) -> list:
+def search_all(cl, experiment_ids: list[str], filter_string: str = "", *, order_by: list[str] | None = None, page: int = PAGE) -> list:
     """Every run matching the filter, all pages, in `order_by` order."""
-    return all_pages(lambda token: cl.search_runs(experiment_ids, filter_string=filter_string, max_results=page,
-                                                  order_by=order_by, page_token=token))
+    return all_pages(
+        lambda token: cl.search_runs(experiment_ids, filter_string=filter_string, max_results=page, order_by=order_by, page_token=token)
+    )
 
 
 def all_experiments(cl) -> list:

@@ -196,8 +196,21 @@ def _ray_train_classes() -> None:
             if not isinstance(worker_group, V1WorkerGroup):
                 worker_group.execute(_set_torch_distributed_env_vars)
             n = len(worker_group)
-            ray.get([worker_group.execute_single_async(i, _join_group, backend=backend, addr=addr, port=port, world_rank=i,
-                                                       world_size=n, timeout_s=backend_config.timeout_s) for i in range(n)])
+            ray.get(
+                [
+                    worker_group.execute_single_async(
+                        i,
+                        _join_group,
+                        backend=backend,
+                        addr=addr,
+                        port=port,
+                        world_rank=i,
+                        world_size=n,
+                        timeout_s=backend_config.timeout_s,
+                    )
+                    for i in range(n)
+                ]
+            )
 
     @dataclass
     class BoundTorchConfig(TorchConfig):

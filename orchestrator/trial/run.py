@@ -40,8 +40,7 @@ from orchestrator.trial.distributed import import_deepspeed, process_group
 from orchestrator.trial.optim import lr_lambda, optimizer, param_groups
 from orchestrator.trial.trainer import Trainer
 
-__all__ = ["FINAL_METRICS", "TrialContext", "TrialFailed", "TrialResult", "build", "lr_lambda", "make_trainer",
-           "param_groups", "run_trial"]
+__all__ = ["FINAL_METRICS", "TrialContext", "TrialFailed", "TrialResult", "build", "lr_lambda", "make_trainer", "param_groups", "run_trial"]
 
 FINAL_METRICS = registry.names("final")
 """Metrics every finished trial has (orchestrator/metrics.py)."""
@@ -128,8 +127,9 @@ def build(cfg: TrialConfig, world: int = 1) -> Built:
     return Built(data, model_cfg, engine, ds_json, val_batches, device)
 
 
-def make_trainer(cfg: TrialConfig, ctx: TrialContext, built: Built, *, rank: int = 0, world: int = 1,
-                 tracker: MLflowLogging | None = None) -> Trainer:
+def make_trainer(
+    cfg: TrialConfig, ctx: TrialContext, built: Built, *, rank: int = 0, world: int = 1, tracker: MLflowLogging | None = None
+) -> Trainer:
     """The loop and its callbacks, in the order they run (callbacks/base.py): state first, then
     metric producers, then the MLflow run (before the console prints and the artifacts are
     written), then the console and Ray Tune. Logging, console, artifacts and benchmarks are the
@@ -139,11 +139,13 @@ def make_trainer(cfg: TrialConfig, ctx: TrialContext, built: Built, *, rank: int
     which = benchmarks.selected(cfg.eval) if main else ()
     console = Console(ctx.progress, cfg.train.steps) if main and ctx.progress is not None else None
     callbacks = [
-        Checkpointer(ctx.run_dir, resume=ctx.resume, keep=cfg.train.keep_checkpoints, config_hash=cfg.config_hash(),
-                     is_main=main, tracker=tracker),
+        Checkpointer(
+            ctx.run_dir, resume=ctx.resume, keep=cfg.train.keep_checkpoints, config_hash=cfg.config_hash(), is_main=main, tracker=tracker
+        ),
         StepMetrics(),
-        benchmarks.Benchmarks(cfg, built.model, built.data, which, device=built.device,
-                              progress=console.say if console else None) if which else None,
+        benchmarks.Benchmarks(cfg, built.model, built.data, which, device=built.device, progress=console.say if console else None)
+        if which
+        else None,
         spikes,
         Speed(),
         tracker,
@@ -152,8 +154,17 @@ def make_trainer(cfg: TrialConfig, ctx: TrialContext, built: Built, *, rank: int
         TuneReport(ctx.report, ctx.run_dir, tracker) if ctx.report is not None else None,
     ]
     periodic = functools.partial(evaluate, built.model, built.data, built.val_batches, cfg.eval, device=built.device)
-    return Trainer(cfg.train, built.engine, built.data, periodic, [cb for cb in callbacks if cb is not None],
-                   rank=rank, world=world, device=built.device, seq_len=cfg.data.seq_len)
+    return Trainer(
+        cfg.train,
+        built.engine,
+        built.data,
+        periodic,
+        [cb for cb in callbacks if cb is not None],
+        rank=rank,
+        world=world,
+        device=built.device,
+        seq_len=cfg.data.seq_len,
+    )
 
 
 def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
@@ -184,8 +195,13 @@ def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
         except BaseException as err:
             failed = classify(err, "train")
             failed.run_id = run_id
-            _ended(trainer, tracker, failed.kind, failed.reason,
-                   None if isinstance(err, TrialFailed) else "".join(traceback.format_exception(err)))
+            _ended(
+                trainer,
+                tracker,
+                failed.kind,
+                failed.reason,
+                None if isinstance(err, TrialFailed) else "".join(traceback.format_exception(err)),
+            )
             if failed is err:
                 raise
             raise failed from err
@@ -194,8 +210,7 @@ def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
         return TrialResult(run_id or "", metrics, trainer.step, trainer.wall_s, trainer.train_s, trainer.resumed_from)
 
 
-def _ended(trainer: Trainer | None, tracker: MLflowLogging | None, outcome: str, reason: str,
-           traceback_text: str | None = None) -> None:
+def _ended(trainer: Trainer | None, tracker: MLflowLogging | None, outcome: str, reason: str, traceback_text: str | None = None) -> None:
     """Tell the callbacks (before the trainer exists: the MLflow run) how the trial ended early;
     never raises (the original error matters more)."""
     callbacks = trainer.callbacks if trainer is not None else [tracker] if tracker is not None else []

@@ -49,7 +49,9 @@ class SpikeDetector:
                 hit, threshold = self._above(self.grad_norms, grad_norm, self.cfg.k)
                 if hit:
                     fired.append("grad_sigma")
-                    self.events.append({"step": step, "rule": "grad_sigma", "grad_norm": grad_norm, "loss": loss, "threshold": threshold, "batch": batch})
+                    self.events.append(
+                        {"step": step, "rule": "grad_sigma", "grad_norm": grad_norm, "loss": loss, "threshold": threshold, "batch": batch}
+                    )
         self.losses.append(loss)
         if grad_norm is not None and math.isfinite(grad_norm):
             self.grad_norms.append(grad_norm)

@@ -17,8 +17,19 @@ from orchestrator.trial.callbacks.base import Callback
 class Trainer:
     """`run()` trains to `train.steps` from wherever `on_start` left the state; returns the final metrics."""
 
-    def __init__(self, train, engine, data, evaluate: Callable, callbacks: Iterable[Callback], *,
-                 rank: int = 0, world: int = 1, device="cpu", seq_len: int):
+    def __init__(
+        self,
+        train,
+        engine,
+        data,
+        evaluate: Callable,
+        callbacks: Iterable[Callback],
+        *,
+        rank: int = 0,
+        world: int = 1,
+        device="cpu",
+        seq_len: int,
+    ):
         self.train, self.engine, self.model, self.data, self.evaluator = train, engine, engine.module, data, evaluate
         self.rank, self.world, self.device = rank, world, device
         self.callbacks = list(callbacks)

@@ -23,10 +23,20 @@ from dashboards.report import build_report
 pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         # nothing outside the file may load: every host name resolves nowhere
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    # nothing outside the file may load: every host name resolves nowhere
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=127.0.0.1:9",
+]
 
 PROBE = """<script>
 window.addEventListener('load', function () {
@@ -46,8 +56,9 @@ def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                    "(apt-get install -y chromium; .ci/run installs it)")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium; .ci/run installs it)"
+)
 def test_html_report_displays_every_table_and_image(store, tmp_path):
     rep = build_report(store.uri, "cmp", out_dir=tmp_path / "rep", log=False)
     page = rep.files["report.html"]

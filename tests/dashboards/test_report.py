@@ -163,8 +163,14 @@ def test_report_files_and_artifacts_on_the_parent_run(store, tmp_path):
     cl, parent, _ = mlflow_runs(store)
     rep = build_report(store.uri, "cmp", out_dir=tmp_path / "rep")
     names = {p.name for p, _ in rep.plots}
-    assert {"loss_curves.png", "first_token_attn_per_layer.png", "attention_maps.png", "gate_histograms.png",
-            "metric_vs_model.gate.png", "metric_vs_train.lr.png"} <= names
+    assert {
+        "loss_curves.png",
+        "first_token_attn_per_layer.png",
+        "attention_maps.png",
+        "gate_histograms.png",
+        "metric_vs_model.gate.png",
+        "metric_vs_train.lr.png",
+    } <= names
     for p, _ in rep.plots:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
     assert rep.logged_run_id == parent.info.run_id and rep.log_error is None
@@ -233,14 +239,32 @@ def test_sqlite_reader_matches_search_runs(store, monkeypatch):
         monkeypatch.setenv("GATESWEEP_REPORT_SEARCH_RUNS", "1")
         api = read_sweep(store.uri, name)
         monkeypatch.delenv("GATESWEEP_REPORT_SEARCH_RUNS")
-        assert (fast.name, fast.experiment_id, fast.experiment, fast.launches, fast.search, fast.axes) == \
-               (api.name, api.experiment_id, api.experiment, api.launches, api.search, api.axes)
+        assert (fast.name, fast.experiment_id, fast.experiment, fast.launches, fast.search, fast.axes) == (
+            api.name,
+            api.experiment_id,
+            api.experiment,
+            api.launches,
+            api.search,
+            api.axes,
+        )
         assert len(fast.runs) == len(api.runs) >= 4
         by_id = {r.run_id: r for r in api.runs}
         for a in [fast.parent] + fast.runs:
             b = api.parent if a is fast.parent else by_id[a.run_id]
-            for attr in ("name", "status", "state", "reason", "params", "tags", "start_time", "end_time", "experiment_id",
-                         "artifact_uri", "reused", "axes"):
+            for attr in (
+                "name",
+                "status",
+                "state",
+                "reason",
+                "params",
+                "tags",
+                "start_time",
+                "end_time",
+                "experiment_id",
+                "artifact_uri",
+                "reused",
+                "axes",
+            ):
                 assert getattr(a, attr) == getattr(b, attr), (a.name, attr)
             assert a.metrics.keys() == b.metrics.keys()
             assert all(a.metrics[k] == b.metrics[k] or (math.isnan(a.metrics[k]) and math.isnan(b.metrics[k])) for k in a.metrics)
@@ -248,8 +272,19 @@ def test_sqlite_reader_matches_search_runs(store, monkeypatch):
 
 def test_parent_option_reports_one_launch(store, tmp_path, capsys):
     _, parent, _ = mlflow_runs(store)
-    rc, out, err = run_cli(capsys, "--parent", parent.info.run_id, "--tracking-uri", store.uri, "--format", "csv",
-                           "--no-plots", "--no-log", "--out", str(tmp_path))
+    rc, out, err = run_cli(
+        capsys,
+        "--parent",
+        parent.info.run_id,
+        "--tracking-uri",
+        store.uri,
+        "--format",
+        "csv",
+        "--no-plots",
+        "--no-log",
+        "--out",
+        str(tmp_path),
+    )
     assert rc == 0, err
     assert len(list(csv.DictReader(io.StringIO(out)))) == 3
     rc, _, err = run_cli(capsys, "cmp-again", "--parent", parent.info.run_id, "--tracking-uri", store.uri, "--no-log")

@@ -16,21 +16,40 @@ from dashboards.store import RunRecord, SweepRuns, resolve_axes
 from orchestrator.tracking import run_state
 
 
-def run(i: int, gate: str, lr: str, seed: int, *, status: str = "FINISHED", metrics: dict | None = None,
-        tags: dict | None = None, params: dict | None = None, start: int = 0) -> RunRecord:
-    t = {"gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr, "gatesweep.axis.train.seed": str(seed),
-         **(tags or {})}
+def run(
+    i: int,
+    gate: str,
+    lr: str,
+    seed: int,
+    *,
+    status: str = "FINISHED",
+    metrics: dict | None = None,
+    tags: dict | None = None,
+    params: dict | None = None,
+    start: int = 0,
+) -> RunRecord:
+    t = {"gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr, "gatesweep.axis.train.seed": str(seed), **(tags or {})}
     state, reason = run_state(status, t)
-    return RunRecord(run_id=f"r{i:03d}", name=f"{gate}-{lr}-s{seed}", status=status, state=state, reason=reason,
-                     params=params or {"train.lr": lr, "train.seed": str(seed)}, metrics=metrics or {}, tags=t,
-                     start_time=start or i, end_time=None, experiment_id="1")
+    return RunRecord(
+        run_id=f"r{i:03d}",
+        name=f"{gate}-{lr}-s{seed}",
+        status=status,
+        state=state,
+        reason=reason,
+        params=params or {"train.lr": lr, "train.seed": str(seed)},
+        metrics=metrics or {},
+        tags=t,
+        start_time=start or i,
+        end_time=None,
+        experiment_id="1",
+    )
 
 
-def sweep_of(runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid",
-             space: str | None = None) -> SweepRuns:
+def sweep_of(
+    runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid", space: str | None = None
+) -> SweepRuns:
     params = {"sweep.axes": axes, "sweep.search": search, **({"sweep.space": space} if space is not None else {})}
-    parent = RunRecord("p", "s", "FINISHED", "finished", "", params, {},
-                       {"gatesweep.kind": "sweep"}, 0, None, "1")
+    parent = RunRecord("p", "s", "FINISHED", "finished", "", params, {}, {"gatesweep.kind": "sweep"}, 0, None, "1")
     s = SweepRuns("s", "sqlite:///x.db", "1", "e", parent, runs, 1, search=search)
     resolve_axes(s)
     return s
@@ -46,8 +65,11 @@ def design() -> list[RunRecord]:
         for lr in ("0.003", "0.01"):
             for seed in (0, 1, 2):
                 i += 1
-                m = {"val_ppl": ppl(gate, lr, seed), "first_token_attn": 0.4 if gate == "none" else 0.05 + 0.01 * seed,
-                     "tokens_per_s": 1000.0 + seed}
+                m = {
+                    "val_ppl": ppl(gate, lr, seed),
+                    "first_token_attn": 0.4 if gate == "none" else 0.05 + 0.01 * seed,
+                    "tokens_per_s": 1000.0 + seed,
+                }
                 if gate != "none":
                     m["gate_score_mean"] = 0.2
                 runs.append(run(i, gate, lr, seed, metrics=m))
@@ -63,7 +85,12 @@ def test_grouping_statistics_deltas_and_states():
     comp = compare(sweep_of(design()))
     assert comp.axes == ["model.gate", "train.lr"] and comp.seed_axes == ["train.seed"]
     assert [(r.axes["model.gate"], r.axes["train.lr"]) for r in comp.rows] == [
-        ("none", "0.003"), ("none", "0.01"), ("none", "1.0"), ("G1-elementwise", "0.003"), ("G1-elementwise", "0.01")]
+        ("none", "0.003"),
+        ("none", "0.01"),
+        ("none", "1.0"),
+        ("G1-elementwise", "0.003"),
+        ("G1-elementwise", "0.01"),
+    ]
     g1 = comp.rows[4]
     values = [ppl("G1-elementwise", "0.01", s) for s in (0, 1, 2)]
     st = g1.stats["val_ppl"]

@@ -20,12 +20,25 @@ class Row:
 
 
 def rows() -> list[dict]:
-    return [asdict(r) for r in (
-        Row("none-s0", "finished", {"val_loss": 1.79812345, "val_ppl": 6.0, "first_token_attn": 0.75, "tokens_per_s": 12345.6,
-                                    "bbc/copy_acc": 0.5, "loss_spikes": 0}),
-        Row("G1-s0", "finished", {"val_loss": 1.8, "gate_score_mean": 0.134}),
-        Row("none-lr1e10", "failed", reason="loss is nan at step 3 (micro-batch 0); training diverged"),
-    )]
+    return [
+        asdict(r)
+        for r in (
+            Row(
+                "none-s0",
+                "finished",
+                {
+                    "val_loss": 1.79812345,
+                    "val_ppl": 6.0,
+                    "first_token_attn": 0.75,
+                    "tokens_per_s": 12345.6,
+                    "bbc/copy_acc": 0.5,
+                    "loss_spikes": 0,
+                },
+            ),
+            Row("G1-s0", "finished", {"val_loss": 1.8, "gate_score_mean": 0.134}),
+            Row("none-lr1e10", "failed", reason="loss is nan at step 3 (micro-batch 0); training diverged"),
+        )
+    ]
 
 
 def test_rows_have_the_registry_summary_columns():

@@ -41,9 +41,14 @@ def test_ui_serves_the_report_artifacts_over_rest(store, tmp_path):
     cl = open_client(store.uri)
     parent, _ = find_parent(cl, "cmp")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "ui", "--port", str(port), "--tracking-uri", store.uri,
-                             "--sweep", "cmp"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "ui", "--port", str(port), "--tracking-uri", store.uri, "--sweep", "cmp"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stdout], daemon=True).start()
     server: list[psutil.Process] = []

@@ -20,6 +20,7 @@ def _no_grad():
     with torch.no_grad():
         yield
 
+
 ALL_GATES = [
     dict(position="none"),
     *[dict(position=p, granularity=g) for p in ("G1", "G2", "G3", "G4") for g in ("elementwise", "headwise")],
@@ -139,7 +140,7 @@ def test_gqa_equals_mha_with_repeated_kv():
         key = f"blocks.{i}.attn.wqkv.weight"
         W = state[key]
         q, k, v, g = W.split([H * d, K * d, K * d, H * d])
-        rep = lambda t: t.view(K, d, -1).repeat_interleave(H // K, dim=0).reshape(H * d, -1)  # noqa: E731
+        rep = lambda t: t.view(K, d, -1).repeat_interleave(H // K, dim=0).reshape(H * d, -1)
         state[key] = torch.cat([q, rep(k), rep(v), g])
     mha.load_state_dict(state)
     x = ids()

@@ -12,15 +12,22 @@ from orchestrator.trial.run import TrialContext, run_trial
 
 
 def text_trial(**eval_over) -> TrialConfig:
-    return TrialConfig.from_dict({
-        "model": {"size": "tiny", "gate": {"position": "G1"}},
-        "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": 64, "max_chars": 400_000},
-        "train": {"steps": 4, "batch_size": 4, "eval_every": 0, "warmup_steps": 1},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 2,
-                 "mmlu": {"enabled": True, "subjects": ["abstract_algebra", "virology"], "limit": 3, "max_len": 512, "batch_size": 4},
-                 "ruler": {"enabled": True, "tasks": ["niah_single", "vt"], "lengths": [128, 256], "samples": 2},
-                 "ppl_sets": ["kjv"], **eval_over},
-    })
+    return TrialConfig.from_dict(
+        {
+            "model": {"size": "tiny", "gate": {"position": "G1"}},
+            "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": 64, "max_chars": 400_000},
+            "train": {"steps": 4, "batch_size": 4, "eval_every": 0, "warmup_steps": 1},
+            "eval": {
+                "batches": 1,
+                "batch_size": 4,
+                "probe_sequences": 2,
+                "mmlu": {"enabled": True, "subjects": ["abstract_algebra", "virology"], "limit": 3, "max_len": 512, "batch_size": 4},
+                "ruler": {"enabled": True, "tasks": ["niah_single", "vt"], "lengths": [128, 256], "samples": 2},
+                "ppl_sets": ["kjv"],
+                **eval_over,
+            },
+        }
+    )
 
 
 def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_uri):
@@ -43,8 +50,21 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
 def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):
     cfg = text_trial(mmlu={"enabled": False}, ruler={"enabled": False}, ppl_sets=[])
     result = run_trial(cfg, TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
-    args = [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,ppl", "--limit", "2",
-            "--tracking-uri", tracking_uri, "--ppl-sets", "kjv,wikipedia"]
+    args = [
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "eval",
+        result.run_id,
+        "--tasks",
+        "mmlu,ppl",
+        "--limit",
+        "2",
+        "--tracking-uri",
+        tracking_uri,
+        "--ppl-sets",
+        "kjv,wikipedia",
+    ]
     first = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert "mmlu_acc" in first.stdout and "ppl/wikipedia" in first.stdout
@@ -54,8 +74,12 @@ def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_
 
     m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
     assert m["mmlu/questions"] == 2 * 57 and "ppl/kjv" in m and "bpb/wikipedia" in m
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswag",
-                          "--tracking-uri", tracking_uri], capture_output=True, text=True, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswag", "--tracking-uri", tracking_uri],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "--tasks" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -17,8 +17,7 @@ QUICK = str(ROOT / "sweeps" / "quickstart.yaml")
 
 def huge(tmp_path: Path) -> str:
     f = tmp_path / "huge.yaml"
-    f.write_text(yaml.safe_dump({"name": "huge", "base": {"model": {"size": "tiny"}},
-                                 "grid": {"train.seed": list(range(600))}}))
+    f.write_text(yaml.safe_dump({"name": "huge", "base": {"model": {"size": "tiny"}}, "grid": {"train.seed": list(range(600))}}))
     return str(f)
 
 
@@ -46,8 +45,14 @@ CASES = [
 @pytest.mark.parametrize("args, expected", CASES, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
 def test_misuse_exits_2_without_traceback_or_side_effects(tmp_path, args, expected):
     args = [huge(tmp_path) if a == "HUGE" else a for a in args]
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert expected in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

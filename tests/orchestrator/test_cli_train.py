@@ -9,9 +9,24 @@ from pathlib import Path
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bigram_g1.yaml"
-FAST = ["--set", "train.steps=12", "--set", "train.eval_every=6", "--set", "train.log_every=3",
-        "--set", "train.checkpoint_every=6", "--set", "data.seq_len=32", "--set", "eval.batches=1", "--set", "eval.batch_size=8",
-        "--set", "eval.probe_sequences=4"]
+FAST = [
+    "--set",
+    "train.steps=12",
+    "--set",
+    "train.eval_every=6",
+    "--set",
+    "train.log_every=3",
+    "--set",
+    "train.checkpoint_every=6",
+    "--set",
+    "data.seq_len=32",
+    "--set",
+    "eval.batches=1",
+    "--set",
+    "eval.batch_size=8",
+    "--set",
+    "eval.probe_sequences=4",
+]
 
 
 def gatesweep(*args, cwd):

@@ -112,7 +112,7 @@ def test_gpt2_tokenizer_matches_known_ids():
     tok = gpt2_tokenizer()
     assert tok.vocab_size == 50257 and tok.bos_id == 50256
     assert tok.encode(["Hello world"])[0].tolist() == [15496, 995]
-    assert tok.token_bytes[995] == len(" world".encode())
+    assert tok.token_bytes[995] == len(b" world")
 
 
 def test_bpe_is_cached_by_content(tmp_path, monkeypatch):

@@ -22,8 +22,15 @@ EXAMPLE = ROOT / "examples" / "bigram_g1.yaml"
 
 
 def gatesweep(*args, cwd, preexec_fn=None, timeout=600, env=None):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=preexec_fn, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec_fn,
+        env=env,
+    )
 
 
 def test_full_disk_fails_clearly_and_leaves_no_checkpoint_that_looks_whole(tmp_path):
@@ -32,9 +39,27 @@ def test_full_disk_fails_clearly_and_leaves_no_checkpoint_that_looks_whole(tmp_p
     def quota():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    out = gatesweep("train", str(EXAMPLE), "--set", "model.size=small", "--set", "data.seq_len=16", "--set", "train.steps=2",
-                    "--set", "train.batch_size=2", "--set", "eval.batches=1", "--set", "eval.batch_size=2",
-                    "--set", "eval.probe_sequences=2", "--quiet", cwd=tmp_path, preexec_fn=quota)
+    out = gatesweep(
+        "train",
+        str(EXAMPLE),
+        "--set",
+        "model.size=small",
+        "--set",
+        "data.seq_len=16",
+        "--set",
+        "train.steps=2",
+        "--set",
+        "train.batch_size=2",
+        "--set",
+        "eval.batches=1",
+        "--set",
+        "eval.batch_size=2",
+        "--set",
+        "eval.probe_sequences=2",
+        "--quiet",
+        cwd=tmp_path,
+        preexec_fn=quota,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "checkpoint step2 could not be written" in out.stderr and "file-size limit 12 MiB" in out.stderr
     assert "Traceback" not in out.stderr
@@ -57,8 +82,22 @@ class _Evil:
 
 
 def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
-    fast = ["--set", "train.steps=4", "--set", "train.checkpoint_every=2", "--set", "train.eval_every=0",
-            "--set", "data.seq_len=16", "--set", "eval.batches=1", "--set", "eval.batch_size=4", "--set", "eval.probe_sequences=2"]
+    fast = [
+        "--set",
+        "train.steps=4",
+        "--set",
+        "train.checkpoint_every=2",
+        "--set",
+        "train.eval_every=0",
+        "--set",
+        "data.seq_len=16",
+        "--set",
+        "eval.batches=1",
+        "--set",
+        "eval.batch_size=4",
+        "--set",
+        "eval.probe_sequences=2",
+    ]
     first = gatesweep("train", str(EXAMPLE), *fast, "--quiet", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     (ckpt,) = [p for p in (tmp_path / "runs").glob("train-*/checkpoints/step4")]
@@ -87,9 +126,20 @@ class MlflowServer:
 
     def start(self) -> None:
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-        cmd = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(self.port),
-               "--workers", "1", "--backend-store-uri", f"sqlite:///{self.root / 'server.db'}",
-               "--artifacts-destination", str(self.root / "artifacts")]
+        cmd = [
+            str(Path(sys.executable).parent / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{self.root / 'server.db'}",
+            "--artifacts-destination",
+            str(self.root / "artifacts"),
+        ]
         self.log = open(self.root / "server.log", "a")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 90
@@ -118,16 +168,23 @@ def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
     uri = f"http://127.0.0.1:{server.port}"
     sweep = {
         "name": "outage",
-        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 64},
-                 "train": {"steps": 1600, "batch_size": 32, "eval_every": 200, "log_every": 10, "warmup_steps": 10},
-                 "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4}},
+        "base": {
+            "model": {"size": "bigram-1l"},
+            "data": {"seq_len": 64},
+            "train": {"steps": 1600, "batch_size": 32, "eval_every": 200, "log_every": 10, "warmup_steps": 10},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+        },
         "tracking": {"experiment": "outage"},
     }
     f = tmp_path / "outage.yaml"
     f.write_text(yaml.safe_dump(sweep))
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(f), "--tracking-uri", uri,
-                               "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         from mlflow.tracking import MlflowClient
 

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -46,8 +47,18 @@ def alias_bomb() -> str:
 
 
 def huge_grid() -> str:
-    axes = ["train.seed", "train.lr", "train.batch_size", "train.grad_accum", "train.warmup_steps", "data.seq_len",
-            "train.weight_decay", "train.min_lr_ratio", "eval.batches", "train.log_every"]
+    axes = [
+        "train.seed",
+        "train.lr",
+        "train.batch_size",
+        "train.grad_accum",
+        "train.warmup_steps",
+        "data.seq_len",
+        "train.weight_decay",
+        "train.min_lr_ratio",
+        "eval.batches",
+        "train.log_every",
+    ]
     return SWEEP + "grid:\n" + "".join(f"  {a}: [1, 2, 3, 4]\n" for a in axes)
 
 
@@ -65,9 +76,18 @@ FILES: dict[str, tuple] = {
     "resources_cpus_inf": (SWEEP + "resources: {cpus_per_worker: .inf}\n", "resources.cpus_per_worker: got inf; expected a finite number"),
     "resources_gpus_nan": (SWEEP + "resources: {gpus_per_worker: .nan}\n", "resources.gpus_per_worker: got nan; expected a finite number"),
     "resources_gpus_1e9": (SWEEP + "resources: {gpus_per_worker: 1.0e+9}\n", "resources.gpus_per_worker: got 1000000000.0; allowed: 0..64"),
-    "resources_gpus_fraction_above_one": (SWEEP + "resources: {gpus_per_worker: 1.5}\n", "resources.gpus_per_worker: got 1.5; allowed: a share of one"),
-    "resources_cpus_too_fine": (SWEEP + "resources: {cpus_per_worker: 0.00001}\n", "resources.cpus_per_worker: got 1e-05; allowed: multiples of 0.0001"),
-    "max_concurrent_huge": (SWEEP + "resources: {max_concurrent: 1000000000}\n", "resources.max_concurrent: got 1000000000; allowed: 0..10,000"),
+    "resources_gpus_fraction_above_one": (
+        SWEEP + "resources: {gpus_per_worker: 1.5}\n",
+        "resources.gpus_per_worker: got 1.5; allowed: a share of one",
+    ),
+    "resources_cpus_too_fine": (
+        SWEEP + "resources: {cpus_per_worker: 0.00001}\n",
+        "resources.cpus_per_worker: got 1e-05; allowed: multiples of 0.0001",
+    ),
+    "max_concurrent_huge": (
+        SWEEP + "resources: {max_concurrent: 1000000000}\n",
+        "resources.max_concurrent: got 1000000000; allowed: 0..10,000",
+    ),
     "workers_huge": (SWEEP + "resources: {workers_per_trial: 100000}\n", "resources.workers_per_trial: got 100000; allowed: 1..4096"),
     "retries_huge": (SWEEP + "retries: 1000000\n", "retries: got 1000000; allowed: 0..100"),
     "steps_negative": (TRIAL + "train: {steps: -5}\n", "train.steps: got -5; allowed: 1..100,000,000"),
@@ -83,70 +103,149 @@ FILES: dict[str, tuple] = {
     "max_chars_negative": (TRIAL + "data: {max_chars: -1}\n", "data.max_chars: got -1; allowed: >= 1"),
     "bigram_vocab_huge": (TRIAL + "data: {bigram: {vocab_size: 1000000}}\n", "data.bigram.vocab_size: got 1000000; allowed: 4..4096"),
     "spike_window_huge": (TRIAL + "train: {spikes: {window: 1000000000}}\n", "train.spikes.window: got 1000000000; allowed: 2..1,000,000"),
-    "seq_len_above_learned_positions": ("model: {size: tiny, position_encoding: learned, max_seq_len: 64}\ndata: {seq_len: 128}\n",
-                                        "data.seq_len: got 128; learned positions allow at most model.max_seq_len (64)"),
+    "seq_len_above_learned_positions": (
+        "model: {size: tiny, position_encoding: learned, max_seq_len: 64}\ndata: {seq_len: 128}\n",
+        "data.seq_len: got 128; learned positions allow at most model.max_seq_len (64)",
+    ),
     "d_model_huge": (TRIAL.replace("tiny}", "tiny, d_model: 1000000}"), "model.d_model: got 1000000; allowed: 1..65,536"),
     "norm_eps_zero": (TRIAL.replace("tiny}", "tiny, norm_eps: 0}"), "model.norm_eps: got 0.0; allowed: > 0"),
-    "rope_betas_swapped": (TRIAL.replace("tiny}", "tiny, rope: {beta_fast: 1, beta_slow: 32}}"), "model.rope.beta_slow: got 32.0 with beta_fast 1.0"),
+    "rope_betas_swapped": (
+        TRIAL.replace("tiny}", "tiny, rope: {beta_fast: 1, beta_slow: 32}}"),
+        "model.rope.beta_slow: got 32.0 with beta_fast 1.0",
+    ),
     "sink_eps_above_one": (TRIAL + "eval: {sink_eps: 2}\n", "eval.sink_eps: got 2.0; allowed: 0..1"),
     # the scheduler: settings Ray Tune rejects once the runs are written
-    "grace_above_steps": (SHORT + "scheduler: {type: asha, grace_period: 500}\n", "scheduler.grace_period: got 500; allowed: <= train.steps of every trial (100"),
+    "grace_above_steps": (
+        SHORT + "scheduler: {type: asha, grace_period: 500}\n",
+        "scheduler.grace_period: got 500; allowed: <= train.steps of every trial (100",
+    ),
     "max_t_negative": (SHORT + "scheduler: {type: asha, max_t: -1}\n", "scheduler.max_t: got -1; allowed: 0..100,000,000"),
-    "max_t_below_grace": (SHORT + "scheduler: {type: asha, grace_period: 50, max_t: 20}\n", "scheduler.max_t: got 20; allowed: 0 (train.steps) or >= grace_period (50)"),
-    "scheduler_unknown_metric": (SHORT + "scheduler: {type: asha, metric: val_acc}\n", "scheduler.metric: got 'val_acc'; allowed: val_loss"),
-    "scheduler_gate_metric_ungated_arm": (SHORT + "grid: {model.gate.position: [none, G1]}\nscheduler: {type: asha, metric: gate_score_mean}\n",
-                                          "scheduler.metric: got 'gate_score_mean', which trial none does not report"),
-    "scheduler_final_only_metric": (SHORT + "scheduler: {type: asha, metric: tokens_per_s}\n", "tokens_per_s is reported only when a trial ends"),
-    "scheduler_without_evaluations": (SWEEP.replace("bigram-backcopy}", "bigram-backcopy}, train: {steps: 100, eval_every: 0}") + "scheduler: {type: asha, grace_period: 10}\n",
-                                      "scheduler: ASHA stops trials at their evaluations"),
-    "reduction_factor_huge": (SHORT + "scheduler: {type: asha, reduction_factor: 1.0e+6}\n", "scheduler.reduction_factor: got 1000000.0; allowed: <= 1000"),
+    "max_t_below_grace": (
+        SHORT + "scheduler: {type: asha, grace_period: 50, max_t: 20}\n",
+        "scheduler.max_t: got 20; allowed: 0 (train.steps) or >= grace_period (50)",
+    ),
+    "scheduler_unknown_metric": (
+        SHORT + "scheduler: {type: asha, metric: val_acc}\n",
+        "scheduler.metric: got 'val_acc'; allowed: val_loss",
+    ),
+    "scheduler_gate_metric_ungated_arm": (
+        SHORT + "grid: {model.gate.position: [none, G1]}\nscheduler: {type: asha, metric: gate_score_mean}\n",
+        "scheduler.metric: got 'gate_score_mean', which trial none does not report",
+    ),
+    "scheduler_final_only_metric": (
+        SHORT + "scheduler: {type: asha, metric: tokens_per_s}\n",
+        "tokens_per_s is reported only when a trial ends",
+    ),
+    "scheduler_without_evaluations": (
+        SWEEP.replace("bigram-backcopy}", "bigram-backcopy}, train: {steps: 100, eval_every: 0}")
+        + "scheduler: {type: asha, grace_period: 10}\n",
+        "scheduler: ASHA stops trials at their evaluations",
+    ),
+    "reduction_factor_huge": (
+        SHORT + "scheduler: {type: asha, reduction_factor: 1.0e+6}\n",
+        "scheduler.reduction_factor: got 1000000.0; allowed: <= 1000",
+    ),
     # Optuna: every value a dimension can sample must suit its field
-    "search_unknown_metric": (SWEEP + "search: {type: optuna, metric: accuracy, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
-                              "search.metric: got 'accuracy'; allowed: val_loss"),
-    "search_benchmark_metric_not_run": (SWEEP + "search: {type: optuna, metric: mmlu_acc, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
-                                        "search.metric: got 'mmlu_acc', which trial"),
-    "choice_of_invalid_gate": (SWEEP + "search: {type: optuna, space: {model.gate.position: {choice: [G1, G9]}}}\n",
-                               "search.space.model.gate.position: choice value 'G9' is not valid: model.gate.position: got 'G9'"),
-    "negative_lr_range": (SWEEP + "search: {type: optuna, space: {train.lr: {uniform: [-0.1, 0.1]}}}\n",
-                          "search.space.train.lr: uniform value -0.1 is not valid: train.lr: got -0.1; allowed: > 0"),
-    "loguniform_for_integer_field": (SWEEP + "search: {type: optuna, space: {train.steps: {loguniform: [10, 100]}}}\n",
-                                     "search.space.train.steps: train.steps is an integer field; use {int: [low, high]}"),
-    "int_range_beyond_seed": (SWEEP + "search: {type: optuna, space: {train.seed: {int: [0, 1.0e+30]}}}\n", "search.space.train.seed: int value"),
-    "uniform_to_infinity": (SWEEP + "search: {type: optuna, space: {train.lr: {uniform: [0.001, .inf]}}}\n", "search.space.train.lr.uniform[1]: got inf; expected a finite number"),
-    "num_samples_huge": (SWEEP + "search: {type: optuna, num_samples: 1000000000, space: {train.lr: {uniform: [0.001, 0.01]}}}\n",
-                         "search.num_samples: got 1000000000; allowed: <= 10,000"),
-    "search_seed_beyond_32_bits": (SWEEP + "search: {type: optuna, seed: 1099511627776, space: {train.lr: {uniform: [0.001, 0.01]}}}\n",
-                                   "search.seed: got 1099511627776; allowed: 0..2**32-1"),
+    "search_unknown_metric": (
+        SWEEP + "search: {type: optuna, metric: accuracy, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
+        "search.metric: got 'accuracy'; allowed: val_loss",
+    ),
+    "search_benchmark_metric_not_run": (
+        SWEEP + "search: {type: optuna, metric: mmlu_acc, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
+        "search.metric: got 'mmlu_acc', which trial",
+    ),
+    "choice_of_invalid_gate": (
+        SWEEP + "search: {type: optuna, space: {model.gate.position: {choice: [G1, G9]}}}\n",
+        "search.space.model.gate.position: choice value 'G9' is not valid: model.gate.position: got 'G9'",
+    ),
+    "negative_lr_range": (
+        SWEEP + "search: {type: optuna, space: {train.lr: {uniform: [-0.1, 0.1]}}}\n",
+        "search.space.train.lr: uniform value -0.1 is not valid: train.lr: got -0.1; allowed: > 0",
+    ),
+    "loguniform_for_integer_field": (
+        SWEEP + "search: {type: optuna, space: {train.steps: {loguniform: [10, 100]}}}\n",
+        "search.space.train.steps: train.steps is an integer field; use {int: [low, high]}",
+    ),
+    "int_range_beyond_seed": (
+        SWEEP + "search: {type: optuna, space: {train.seed: {int: [0, 1.0e+30]}}}\n",
+        "search.space.train.seed: int value",
+    ),
+    "uniform_to_infinity": (
+        SWEEP + "search: {type: optuna, space: {train.lr: {uniform: [0.001, .inf]}}}\n",
+        "search.space.train.lr.uniform[1]: got inf; expected a finite number",
+    ),
+    "num_samples_huge": (
+        SWEEP + "search: {type: optuna, num_samples: 1000000000, space: {train.lr: {uniform: [0.001, 0.01]}}}\n",
+        "search.num_samples: got 1000000000; allowed: <= 10,000",
+    ),
+    "search_seed_beyond_32_bits": (
+        SWEEP + "search: {type: optuna, seed: 1099511627776, space: {train.lr: {uniform: [0.001, 0.01]}}}\n",
+        "search.seed: got 1099511627776; allowed: 0..2**32-1",
+    ),
     # names, keys, strings
     "empty_experiment": (SWEEP + "tracking: {experiment: ''}\n", "tracking.experiment: got ''; allowed: 1-500 characters"),
-    "experiment_with_bidi_override": (SWEEP + 'tracking: {experiment: "ab\\u202ecd"}\n', "tracking.experiment: got 'ab\\u202ecd': it contains the character U+202E"),
+    "experiment_with_bidi_override": (
+        SWEEP + 'tracking: {experiment: "ab\\u202ecd"}\n',
+        "tracking.experiment: got 'ab\\u202ecd': it contains the character U+202E",
+    ),
     "experiment_too_long": (SWEEP + f"tracking: {{experiment: {'e' * 600}}}\n", "tracking.experiment: got 'eeee"),
     "name_with_newline": ('name: "abc\\n"\n' + SWEEP.split("\n", 1)[1], "name: got 'abc\\n'; allowed: 1-100 letters"),
     "unicode_name": ("name: gätes\n" + SWEEP.split("\n", 1)[1], "name: got 'gätes'; allowed: 1-100 letters"),
     "long_name": (f"name: {'n' * 5000}\n" + SWEEP.split("\n", 1)[1], "(5,000 characters); allowed: 1-100 letters"),
-    "very_long_name": (f"name: {'n' * 10000}\n" + SWEEP.split("\n", 1)[1], "name: got a string of 10,000 characters; allowed: at most 8,000"),
-    "description_too_long": (SWEEP + f"description: {'d' * 20000}\n", "description: got a string of 20,000 characters; allowed: at most 8,000"),
+    "very_long_name": (
+        f"name: {'n' * 10000}\n" + SWEEP.split("\n", 1)[1],
+        "name: got a string of 10,000 characters; allowed: at most 8,000",
+    ),
+    "description_too_long": (
+        SWEEP + f"description: {'d' * 20000}\n",
+        "description: got a string of 20,000 characters; allowed: at most 8,000",
+    ),
     "grid_integer_key": (SWEEP + "grid: {1: [a]}\n", "grid: has the key 1 (int); keys must be strings"),
     "grid_null_key": (SWEEP + "grid: {~: [a]}\n", "grid: has the key None (NoneType); keys must be strings"),
     "zip_boolean_key": (SWEEP + "zip: [{yes: [1]}]\n", "zip[0]: has the key True (bool); keys must be strings"),
-    "exclude_integer_key": (SWEEP + "grid: {train.seed: [0, 1]}\nexclude: [{0: 1}]\n", "exclude[0]: has the key 0 (int); keys must be strings"),
-    "space_integer_key": (SWEEP + "search: {type: optuna, space: {5: {uniform: [0, 1]}}}\n", "search.space: has the key 5 (int); keys must be strings"),
+    "exclude_integer_key": (
+        SWEEP + "grid: {train.seed: [0, 1]}\nexclude: [{0: 1}]\n",
+        "exclude[0]: has the key 0 (int); keys must be strings",
+    ),
+    "space_integer_key": (
+        SWEEP + "search: {type: optuna, space: {5: {uniform: [0, 1]}}}\n",
+        "search.space: has the key 5 (int); keys must be strings",
+    ),
     "base_integer_key": ("name: x\nbase: {1: {steps: 3}}\n", "base: has the key 1 (int); keys must be strings"),
-    "axis_inside_axis": (SWEEP + "grid: {model.gate: [{position: G1}], model.gate.position: [G1, G2]}\n",
-                         "grid.model.gate.position: lies inside the axis model.gate (grid.model.gate)"),
-    "axis_inside_zip_axis": (SWEEP + "grid: {data.bigram.seed: [0, 1]}\nzip: [{data.bigram: [{seed: 2}]}]\n", "lies inside the axis data.bigram"),
-    "exclude_value_not_on_axis": (SWEEP + "grid: {model.gate.position: [none, G1]}\nexclude: [{model.gate.position: G7}]\n",
-                                  "exclude[0].model.gate.position: got 'G7'; not a value of the axis"),
+    "axis_inside_axis": (
+        SWEEP + "grid: {model.gate: [{position: G1}], model.gate.position: [G1, G2]}\n",
+        "grid.model.gate.position: lies inside the axis model.gate (grid.model.gate)",
+    ),
+    "axis_inside_zip_axis": (
+        SWEEP + "grid: {data.bigram.seed: [0, 1]}\nzip: [{data.bigram: [{seed: 2}]}]\n",
+        "lies inside the axis data.bigram",
+    ),
+    "exclude_value_not_on_axis": (
+        SWEEP + "grid: {model.gate.position: [none, G1]}\nexclude: [{model.gate.position: G7}]\n",
+        "exclude[0].model.gate.position: got 'G7'; not a value of the axis",
+    ),
     "grid_too_large": (huge_grid, "grid: expands to 1,048,576 cells; allowed: at most 100,000"),
-    "deepspeed_batch_key": (TRIAL + "deepspeed: {extra: {train_batch_size: 8}}\n", "deepspeed.extra.train_batch_size: is set from train.batch_size"),
-    "deepspeed_bad_param_key": (TRIAL + 'deepspeed: {extra: {"a$b": 1}}\n', "deepspeed.extra: key 'extra.a$b' cannot be an MLflow param name"),
-    "deepspeed_non_json_value": (TRIAL + "deepspeed: {extra: {when: 2024-01-01}}\n", "deepspeed.extra: got {'when': datetime.date(2024, 1, 1)}; expected JSON values"),
+    "deepspeed_batch_key": (
+        TRIAL + "deepspeed: {extra: {train_batch_size: 8}}\n",
+        "deepspeed.extra.train_batch_size: is set from train.batch_size",
+    ),
+    "deepspeed_bad_param_key": (
+        TRIAL + 'deepspeed: {extra: {"a$b": 1}}\n',
+        "deepspeed.extra: key 'extra.a$b' cannot be an MLflow param name",
+    ),
+    "deepspeed_non_json_value": (
+        TRIAL + "deepspeed: {extra: {when: 2024-01-01}}\n",
+        "deepspeed.extra: got {'when': datetime.date(2024, 1, 1)}; expected JSON values",
+    ),
     "date_for_seed": (TRIAL + "train: {seed: 2024-01-01}\n", "train.seed: got datetime.date(2024, 1, 1); expected an integer"),
     "binary_tag_for_name": ("name: !!binary aGVsbG8=\n" + SWEEP.split("\n", 1)[1], "name: got b'hello'; expected a string"),
     "nul_escape_in_path": (TRIAL + 'data: {source: "a\\0b.txt"}\n', "a\\x00b.txt'; a string may not contain NUL characters"),
     "path_too_long": (TRIAL + f"data: {{source: /{'p/' * 2100}x.txt}}\n", "longer than 4,096 bytes, the system's limit for a path"),
     "path_name_too_long": (TRIAL + f"data: {{source: /tmp/{'n' * 300}.txt}}\n", "a name in it is longer than 255 bytes"),
-    "empty_text_column": (TEXT.replace("shakespeare}", "shakespeare, text_column: ''}"), "data.text_column: got ''; allowed: a non-empty string"),
+    "empty_text_column": (
+        TEXT.replace("shakespeare}", "shakespeare, text_column: ''}"),
+        "data.text_column: got ''; allowed: a non-empty string",
+    ),
     # YAML that used to exhaust memory or the stack
     "alias_bomb": (alias_bomb, "alias bomb"),
     "deep_nesting": ("name: x\nbase: " + "[" * 200 + "]" * 200 + "\n", "nested deeper than 32 levels"),
@@ -166,14 +265,26 @@ FILES: dict[str, tuple] = {
     "source_folder_without_text": (TRIAL + "data: {source: aux/empty}\n", "aux/empty': no .txt"),
     "source_folder_mixed_types": (TRIAL + "data: {source: aux/mixed}\n", "mixed file types ['.csv', '.txt']"),
     "tokenizer_file_missing": (TEXT.replace("shakespeare}", "shakespeare, tokenizer: tok/missing.json}"), "data.tokenizer: got"),
-    "tokenizer_file_not_a_tokenizer": (TEXT.replace("shakespeare}", "shakespeare, tokenizer: aux/list.json}"), "not a Hugging Face tokenizer.json"),
+    "tokenizer_file_not_a_tokenizer": (
+        TEXT.replace("shakespeare}", "shakespeare, tokenizer: aux/list.json}"),
+        "not a Hugging Face tokenizer.json",
+    ),
     "ppl_set_bad_metric_name": (TEXT + "eval: {ppl_sets: ['aux/my (1).txt']}\n", "its metric 'ppl/my (1)' is not a valid MLflow name"),
     # evaluation settings that failed only after the whole training
     "ruler_batch_size_zero": (TEXT + "eval: {ruler: {enabled: true, batch_size: 0}}\n", "eval.ruler.batch_size: got 0; allowed: 1..65,536"),
-    "ruler_absurd_length": (TEXT + "eval: {ruler: {enabled: true, lengths: [512, 100000000]}}\n", "eval.ruler.lengths[1]: got 100000000; allowed: 32..1,048,576"),
-    "ruler_beyond_learned_positions": ("model: {size: tiny, position_encoding: learned, max_seq_len: 256}\ndata: {source: shakespeare}\n"
-                                       "eval: {ruler: {enabled: true, lengths: [512]}}\n", "eval.ruler.lengths[0]: got 512; learned positions allow at most"),
-    "mmlu_unknown_subject": (TEXT + "eval: {mmlu: {enabled: true, subjects: [astrology]}}\n", "eval.mmlu.subjects[0]: got 'astrology'; allowed: abstract_algebra"),
+    "ruler_absurd_length": (
+        TEXT + "eval: {ruler: {enabled: true, lengths: [512, 100000000]}}\n",
+        "eval.ruler.lengths[1]: got 100000000; allowed: 32..1,048,576",
+    ),
+    "ruler_beyond_learned_positions": (
+        "model: {size: tiny, position_encoding: learned, max_seq_len: 256}\ndata: {source: shakespeare}\n"
+        "eval: {ruler: {enabled: true, lengths: [512]}}\n",
+        "eval.ruler.lengths[0]: got 512; learned positions allow at most",
+    ),
+    "mmlu_unknown_subject": (
+        TEXT + "eval: {mmlu: {enabled: true, subjects: [astrology]}}\n",
+        "eval.mmlu.subjects[0]: got 'astrology'; allowed: abstract_algebra",
+    ),
     "mmlu_missing_path": (TEXT + "eval: {mmlu: {enabled: true, path: mmlu-data}}\n", "eval.mmlu.path: got"),
     "mmlu_path_is_a_file": (TEXT + "eval: {mmlu: {enabled: true, path: aux/list.json}}\n", "not a folder"),
     "mmlu_max_len_zero": (TEXT + "eval: {mmlu: {enabled: true, max_len: 0}}\n", "eval.mmlu.max_len: got 0; allowed: 16..1,048,576"),
@@ -181,8 +292,15 @@ FILES: dict[str, tuple] = {
 
 
 def gatesweep(*args, cwd, env=ENV, timeout=120):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def fixtures(where: Path) -> None:
@@ -215,7 +333,10 @@ def test_validate_refuses_every_hostile_file_with_the_field_and_no_traceback(tmp
     for name, (content, _) in FILES.items():
         content = content() if callable(content) else content
         path = cases / f"{name}.yaml"
-        (path.write_bytes if isinstance(content, bytes) else lambda c: path.write_text(c, encoding="utf-8"))(content)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
         paths[name] = path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -246,7 +367,11 @@ OVERRIDES = [
     ("set_gate_scalar", ["--set", "model.gate=G1"], "model.gate: got 'G1'; expected a mapping"),
     ("set_ruler_batch_zero", ["--set", "eval.ruler.batch_size=0"], "eval.ruler.batch_size: got 0; allowed: 1..65,536"),
     ("set_betas_above_one", ["--set", "train.betas=[0.9, 1.5]"], "train.betas: got [0.9, 1.5]"),
-    ("set_deepspeed_batch", ["--set", "deepspeed.extra.gradient_accumulation_steps=4"], "deepspeed.extra.gradient_accumulation_steps: is set from"),
+    (
+        "set_deepspeed_batch",
+        ["--set", "deepspeed.extra.gradient_accumulation_steps=4"],
+        "deepspeed.extra.gradient_accumulation_steps: is set from",
+    ),
     ("set_non_string_value_key", ["--set", "deepspeed.extra={1: 2}"], "deepspeed.extra: has the key 1 (int)"),
     ("flag_empty_experiment", ["--experiment", ""], "--experiment: got ''; allowed: 1-500 characters"),
     ("flag_experiment_spaces", ["--experiment", " padded "], "--experiment: got ' padded '"),
@@ -284,27 +409,51 @@ def write(path: Path, text: str) -> str:
 
 # `gatesweep run/train/plan` as a user runs them: (id, argument builder, expected text)
 LAUNCHES = [
-    ("run_unreachable_tracking_server", lambda d: ["run", QUICK, "--tracking-uri", f"http://127.0.0.1:{closed_port()}"],
-     "cannot reach the MLflow tracking server at http://127.0.0.1:"),
-    ("run_unreachable_ray_address", lambda d: ["run", QUICK, "--address", f"127.0.0.1:{closed_port()}"],
-     "--address: cannot reach the Ray cluster at 127.0.0.1:"),
+    (
+        "run_unreachable_tracking_server",
+        lambda d: ["run", QUICK, "--tracking-uri", f"http://127.0.0.1:{closed_port()}"],
+        "cannot reach the MLflow tracking server at http://127.0.0.1:",
+    ),
+    (
+        "run_unreachable_ray_address",
+        lambda d: ["run", QUICK, "--address", f"127.0.0.1:{closed_port()}"],
+        "--address: cannot reach the Ray cluster at 127.0.0.1:",
+    ),
     ("run_address_without_port", lambda d: ["run", QUICK, "--address", "headnode"], "--address: got 'headnode'; expected HOST:PORT"),
     ("run_address_bad_port", lambda d: ["run", QUICK, "--address", "127.0.0.1:99999"], "--address: got '127.0.0.1:99999'"),
-    ("run_tracking_uri_text_file", lambda d: ["run", QUICK, "--tracking-uri", f"sqlite:///{write(d / 'notes.db', 'not a database')}"],
-     "is not a SQLite database"),
-    ("run_more_gpus_than_here", lambda d: ["run", write(d / "gpus.yaml", SWEEP + "resources: {gpus_per_worker: 64}\n")],
-     "a trial needs 64 GPUs"),
-    ("run_hub_data_offline", lambda d: ["run", write(d / "hub.yaml", SWEEP.replace("bigram-backcopy", "'hf:roneneldan/TinyStories'"))],
-     "the Hugging Face Hub is off"),
+    (
+        "run_tracking_uri_text_file",
+        lambda d: ["run", QUICK, "--tracking-uri", f"sqlite:///{write(d / 'notes.db', 'not a database')}"],
+        "is not a SQLite database",
+    ),
+    (
+        "run_more_gpus_than_here",
+        lambda d: ["run", write(d / "gpus.yaml", SWEEP + "resources: {gpus_per_worker: 64}\n")],
+        "a trial needs 64 GPUs",
+    ),
+    (
+        "run_hub_data_offline",
+        lambda d: ["run", write(d / "hub.yaml", SWEEP.replace("bigram-backcopy", "'hf:roneneldan/TinyStories'"))],
+        "the Hugging Face Hub is off",
+    ),
     ("run_alias_bomb", lambda d: ["run", write(d / "bomb.yaml", alias_bomb())], "alias bomb"),
     ("plan_alias_bomb", lambda d: ["plan", write(d / "bomb.yaml", alias_bomb())], "alias bomb"),
     ("plan_nan_in_grid", lambda d: ["plan", write(d / "nan.yaml", SWEEP + "grid: {train.lr: [.nan]}\n")], "grid.train.lr[0]: got nan"),
-    ("train_unreachable_tracking_server", lambda d: ["train", EXAMPLE, "--tracking-uri", f"http://127.0.0.1:{closed_port()}"],
-     "cannot reach the MLflow tracking server"),
-    ("train_relative_source_beside_the_file", lambda d: ["train", write(d / "sub" / "t.yaml", TRIAL + "data: {source: corpus.txt}\n")],
-     "sub/corpus.txt': no such file or folder"),
-    ("run_huge_grid_from_a_pipe", lambda d: ["run", write(d / "big.yaml", SWEEP + f"grid: {{train.seed: {list(range(700))}}}\n")],
-     "700 trials; pass --yes"),
+    (
+        "train_unreachable_tracking_server",
+        lambda d: ["train", EXAMPLE, "--tracking-uri", f"http://127.0.0.1:{closed_port()}"],
+        "cannot reach the MLflow tracking server",
+    ),
+    (
+        "train_relative_source_beside_the_file",
+        lambda d: ["train", write(d / "sub" / "t.yaml", TRIAL + "data: {source: corpus.txt}\n")],
+        "sub/corpus.txt': no such file or folder",
+    ),
+    (
+        "run_huge_grid_from_a_pipe",
+        lambda d: ["run", write(d / "big.yaml", SWEEP + f"grid: {{train.seed: {list(range(700))}}}\n")],
+        "700 trials; pass --yes",
+    ),
     ("validate_a_device", lambda d: ["validate", "/dev/zero"], "/dev/zero: is not a regular file"),
     ("validate_a_folder", lambda d: ["validate", str(d / "sub")], "is a folder, expected a YAML file"),
 ]
@@ -344,9 +493,11 @@ def test_relative_paths_are_made_absolute_against_the_file(tmp_path, monkeypatch
     (data / "corpus").mkdir(parents=True)
     (data / "corpus" / "a.txt").write_text("to be or not to be " * 200)
     sweep = data / "s.yaml"
-    sweep.write_text("name: rel\nbase: {model: {size: tiny}, data: {source: corpus/a.txt}}\n"
-                     "grid: {data.source: [corpus/a.txt, corpus], train.seed: [0]}\n"
-                     "exclude: [{data.source: corpus}]\n")
+    sweep.write_text(
+        "name: rel\nbase: {model: {size: tiny}, data: {source: corpus/a.txt}}\n"
+        "grid: {data.source: [corpus/a.txt, corpus], train.seed: [0]}\n"
+        "exclude: [{data.source: corpus}]\n"
+    )
     trial = data / "t.yaml"
     trial.write_text("model: {size: tiny}\ndata: {source: corpus}\neval: {ppl_sets: [corpus/a.txt]}\n")
     monkeypatch.chdir(tmp_path)  # another folder than the files'
@@ -395,17 +546,21 @@ def test_every_numeric_limit_message_names_the_range():
     with pytest.raises(ConfigError) as err:
         TrialConfig.from_dict({"train": {"steps": 0, "keep_checkpoints": 5000, "threads": -1}, "eval": {"batches": 0}})
     text = str(err.value)
-    for part in ("train.steps: got 0; allowed: 1..100,000,000", "train.keep_checkpoints: got 5000; allowed: 1..1000",
-                 "train.threads: got -1; allowed: 0..4096", "eval.batches: got 0; allowed: 1..100,000"):
+    for part in (
+        "train.steps: got 0; allowed: 1..100,000,000",
+        "train.keep_checkpoints: got 5000; allowed: 1..1000",
+        "train.threads: got -1; allowed: 0..4096",
+        "eval.batches: got 0; allowed: 1..100,000",
+    ):
         assert part in text
     assert text.count("train.steps") == 1, "a bound is reported once"
 
 
 # ---- preflight, against real local sockets ---------------------------------------------
 class _Handler(http.server.BaseHTTPRequestHandler):
-    status = {"/health": 200}
+    status: ClassVar[dict[str, int]] = {"/health": 200}
 
-    def do_GET(self):  # noqa: N802 - the http.server API
+    def do_GET(self):
         code = self.status.get(self.path.split("?")[0], 404)
         body = b"OK" if code == 200 else b"no"
         self.send_response(code)

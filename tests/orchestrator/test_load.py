@@ -22,16 +22,23 @@ pytestmark = pytest.mark.load
 def test_hundred_trial_sweep(tmp_path):
     sweep = {
         "name": "load",
-        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32},
-                 "train": {"steps": 40, "batch_size": 16, "eval_every": 0, "log_every": 10, "warmup_steps": 2},
-                 "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4}},
+        "base": {
+            "model": {"size": "bigram-1l"},
+            "data": {"seq_len": 32},
+            "train": {"steps": 40, "batch_size": 16, "eval_every": 0, "log_every": 10, "warmup_steps": 2},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+        },
         "grid": {"model.gate.position": ["none", "G1"], "train.seed": list(range(50))},
         "tracking": {"experiment": "load"},
     }
     f = tmp_path / "load.yaml"
     f.write_text(yaml.safe_dump(sweep))
-    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
-                              cwd=tmp_path, stdout=open(tmp_path / "driver.log", "w"), stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        stdout=open(tmp_path / "driver.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
     rss, cpu = [], []
     stop = threading.Event()
 
@@ -69,8 +76,10 @@ def test_hundred_trial_sweep(tmp_path):
     first, last = min(r.info.start_time for r in kids) / 1e3, max(r.info.end_time for r in kids) / 1e3
     whole = [p for p, _ in cpu[1:-1]]
     during = [p for p, t in cpu if first + 2.0 <= t <= last]
-    print(f"\n100 trials: driver RSS {early / 2**20:.0f} -> {late / 2**20:.0f} MiB (peak {max(rss) / 2**20:.0f}); "
-          f"CPU busy {sum(whole) / max(1, len(whole)):.0f}% over the driver's {2 * len(cpu)} s, "
-          f"{sum(during) / max(1, len(during)):.0f}% from the launch to the last trial's end ({last - first:.0f} s)")
+    print(
+        f"\n100 trials: driver RSS {early / 2**20:.0f} -> {late / 2**20:.0f} MiB (peak {max(rss) / 2**20:.0f}); "
+        f"CPU busy {sum(whole) / max(1, len(whole)):.0f}% over the driver's {2 * len(cpu)} s, "
+        f"{sum(during) / max(1, len(during)):.0f}% from the launch to the last trial's end ({last - first:.0f} s)"
+    )
     assert late < early * 1.5 + 200 * 2**20, "driver memory grows with the number of trials"
     assert max(rss) < 3 * 2**30

@@ -43,9 +43,24 @@ SWEEP = {
     "resources": {"cpus_per_worker": 1},
     "tracking": {"experiment": "loopback"},
 }
-TRAIN_FAST = ["--set", "train.steps=20", "--set", "train.eval_every=10", "--set", "train.log_every=5",
-              "--set", "train.checkpoint_every=10", "--set", "data.seq_len=32", "--set", "eval.batches=1",
-              "--set", "eval.batch_size=8", "--set", "eval.probe_sequences=4"]
+TRAIN_FAST = [
+    "--set",
+    "train.steps=20",
+    "--set",
+    "train.eval_every=10",
+    "--set",
+    "train.log_every=5",
+    "--set",
+    "train.checkpoint_every=10",
+    "--set",
+    "data.seq_len=32",
+    "--set",
+    "eval.batches=1",
+    "--set",
+    "eval.batch_size=8",
+    "--set",
+    "eval.probe_sequences=4",
+]
 
 
 def bare_env() -> dict:
@@ -72,15 +87,15 @@ class Watch:
         self.root = psutil.Process(root_pid)
         self.state_file, self.interval, self.deadline = state_file, interval, time.monotonic() + limit_s
         self.ray: tuple[str, str | None] | None = None
-        self.procs: dict[int, str] = {}      # pid -> command line, every process seen
+        self.procs: dict[int, str] = {}  # pid -> command line, every process seen
         self._handles: dict[int, psutil.Process] = {}
-        self.envs: dict[int, dict] = {}      # pid -> start-up environment (all but the root)
-        self.sockets: set[tuple] = set()     # (pid, kind, status, local, remote)
+        self.envs: dict[int, dict] = {}  # pid -> start-up environment (all but the root)
+        self.sockets: set[tuple] = set()  # (pid, kind, status, local, remote)
         self.polls = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         self._thread.start()
         return self
 
@@ -167,12 +182,15 @@ def test_is_loopback():
 def test_watch_sees_a_listener_on_all_interfaces():
     """The poller itself: a child listening on 0.0.0.0 is reported, one on 127.0.0.1 is not,
     and a child started without the switches is named."""
-    code = ("import socket, time\n"
-            "a = socket.socket(); a.bind(('0.0.0.0', 0)); a.listen()\n"
-            "b = socket.socket(); b.bind(('127.0.0.1', 0)); b.listen()\n"
-            "time.sleep(2)\n")
-    parent = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"],
-                              env=bare_env())
+    code = (
+        "import socket, time\n"
+        "a = socket.socket(); a.bind(('0.0.0.0', 0)); a.listen()\n"
+        "b = socket.socket(); b.bind(('127.0.0.1', 0)); b.listen()\n"
+        "time.sleep(2)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {code!r}])"], env=bare_env()
+    )
     with Watch(parent.pid) as w:
         parent.wait(timeout=30)
     bad = w.violations()
@@ -181,15 +199,22 @@ def test_watch_sees_a_listener_on_all_interfaces():
 
 
 def test_import_sets_telemetry_defaults_and_guards_ray():
-    code = ("import os, json, orchestrator.cli, ray._private.services as s\n"
-            "print(json.dumps({'env': {k: os.environ.get(k) for k in %r}, 'guard': getattr(s.start_api_server, '_gatesweep_guard', False)}))"
-            % (sorted(TELEMETRY_ENV),))
+    code = (
+        "import os, json, orchestrator.cli, ray._private.services as s\n"
+        f"print(json.dumps({{'env': {{k: os.environ.get(k) for k in {sorted(TELEMETRY_ENV)!r}}}, 'guard': getattr(s.start_api_server, '_gatesweep_guard', False)}}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"env": TELEMETRY_ENV, "guard": True}
     # a user's own value wins
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**bare_env(), "RAY_USAGE_STATS_ENABLED": "1"},
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**bare_env(), "RAY_USAGE_STATS_ENABLED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(out.stdout)["env"]["RAY_USAGE_STATS_ENABLED"] == "1"
 
 
@@ -203,9 +228,23 @@ def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
     sweep.write_text(yaml.safe_dump(SWEEP, sort_keys=False))
     runs = tmp_path / "runs"
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(sweep), "--runs-dir", str(runs),
-                               "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
-                              cwd=tmp_path, env=bare_env(), stdout=log, stderr=subprocess.STDOUT)
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            str(sweep),
+            "--runs-dir",
+            str(runs),
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+        cwd=tmp_path,
+        env=bare_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     watch = Watch(driver.pid, state_file=runs / "sweeps" / "loopback" / "state.json")
     try:
         with watch:
@@ -233,9 +272,24 @@ def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
 
 def test_train_stays_on_loopback(tmp_path):
     log = open(tmp_path / "train.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "train", str(EXAMPLE), *TRAIN_FAST,
-                             "--runs-dir", str(tmp_path / "runs"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"],
-                            cwd=tmp_path, env=bare_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "train",
+            str(EXAMPLE),
+            *TRAIN_FAST,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--tracking-uri",
+            f"sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+        cwd=tmp_path,
+        env=bare_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         with Watch(proc.pid, limit_s=200) as watch:
             rc = proc.wait(timeout=200)

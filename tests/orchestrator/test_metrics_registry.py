@@ -22,8 +22,7 @@ BIGRAM = {
 
 
 def trial_config(gate: str = "G1", **data) -> TrialConfig:
-    return TrialConfig.from_dict({**BIGRAM, "model": {"size": "bigram-1l", "gate": {"position": gate}},
-                                  "data": {**BIGRAM["data"], **data}})
+    return TrialConfig.from_dict({**BIGRAM, "model": {"size": "bigram-1l", "gate": {"position": gate}}, "data": {**BIGRAM["data"], **data}})
 
 
 def evaluation(cfg: TrialConfig) -> dict[str, float]:
@@ -100,9 +99,11 @@ def test_report_and_summary_columns_come_from_the_registry():
     assert registry.names("headline") == columns.DEFAULT_METRICS
     every = [m.name for m in registry.REGISTRY if not m.prefix] + ["ruler_avg/4096"]
     chosen = columns.choose(every)
-    assert [c.key for c in chosen] == [*registry.names("headline"),
-                                       *[k for k in registry.names("bigram") if k not in registry.names("headline")],
-                                       "ruler_avg/4096"]
+    assert [c.key for c in chosen] == [
+        *registry.names("headline"),
+        *[k for k in registry.names("bigram") if k not in registry.names("headline")],
+        "ruler_avg/4096",
+    ]
     for c in chosen:
         m = registry.lookup(c.key)
         assert c.better == m.better and (c.label == m.label or c.key != m.name), c

@@ -64,9 +64,9 @@ def test_prompt_is_the_harness_5shot_prompt(data):
     assert mmlu.build_prompt(q, dev["abstract_algebra"]) == expected
     assert q.answer == 1
     # the continuations " A" .. " D": one GPT-2 token each; " " + letter with the byte tokenizer
-    (ctx, conts), = mmlu.encode_requests(gpt2_tokenizer(), [expected])
+    ((ctx, conts),) = mmlu.encode_requests(gpt2_tokenizer(), [expected])
     assert conts == [[317], [347], [327], [360]] and ctx[0] == 50256
-    (ctx, conts), = mmlu.encode_requests(byte_tokenizer(), [expected])
+    ((ctx, conts),) = mmlu.encode_requests(byte_tokenizer(), [expected])
     assert conts == [[32, 65], [32, 66], [32, 67], [32, 68]]
     assert ctx == [256, *expected.encode("utf-8")]
 
@@ -153,12 +153,14 @@ def test_hendrycks_csv_and_parquet_layouts_read_the_same_questions(tmp_path, dat
         folder.mkdir(parents=True)
         with (folder / f"{subject}_{split}.csv").open("w", newline="", encoding="utf-8") as fh:
             csv.writer(fh).writerows([q.question, *q.choices, "ABCD"[q.answer]] for q in items)
-        table = pa.table({
-            "question": [q.question for q in items],
-            "subject": [subject] * len(items),
-            "choices": [list(q.choices) for q in items],
-            "answer": [q.answer for q in items],
-        })
+        table = pa.table(
+            {
+                "question": [q.question for q in items],
+                "subject": [subject] * len(items),
+                "choices": [list(q.choices) for q in items],
+                "answer": [q.answer for q in items],
+            }
+        )
         (tmp_path / "cais" / subject).mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp_path / "cais" / subject / f"{split}-00000-of-00001.parquet")
     for root, layout in ((tmp_path / "hendrycks", "csv"), (tmp_path / "cais", "parquet")):

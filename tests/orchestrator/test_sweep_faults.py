@@ -17,7 +17,7 @@ import time
 import pytest
 import yaml
 
-from .test_sweep_ray import children, cli, no_ray_left_behind, runs_of, start, steps, store, write  # noqa: F401
+from .test_sweep_ray import children, cli, runs_of, start, steps, store, write
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +34,15 @@ def retries_in(out) -> int:
 
 # ---- 1. divergence does not end ASHA or Optuna sweeps -------------------------------------------
 def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "div-asha", base={"train": {"grad_clip": 0.0, "steps": 30, "eval_every": 10}},
-              zip=[{"model.gate.position": ["G2", "none", "G1"], "train.lr": [1.0e10, 0.003, 0.003]}],
-              scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2},
-              resources={"max_concurrent": 1}, retries=3)
+    f = write(
+        tmp_path,
+        "div-asha",
+        base={"train": {"grad_clip": 0.0, "steps": 30, "eval_every": 10}},
+        zip=[{"model.gate.position": ["G2", "none", "G1"], "train.lr": [1.0e10, 0.003, 0.003]}],
+        scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2},
+        resources={"max_concurrent": 1},
+        retries=3,
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # a trial failed; the sweep went on
     assert "Traceback" not in out.stdout + out.stderr
@@ -59,11 +64,23 @@ def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray
 def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left_behind):
     """Half the learning-rate range diverges (lr > ~1 with no clipping): those samples fail,
     Optuna records them as failed, and every sample still runs."""
-    f = write(tmp_path, "div-opt", grid={"model.gate.position": ["G1"]},
-              base={"train": {"steps": 20, "eval_every": 10, "grad_clip": 0.0, "warmup_steps": 0}},
-              search={"type": "optuna", "num_samples": 4, "metric": "val_loss", "mode": "min", "sampler": "random", "seed": 3,
-                      "space": {"train.lr": {"loguniform": ["1e-3", "1e12"]}}},
-              scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2}, retries=2)
+    f = write(
+        tmp_path,
+        "div-opt",
+        grid={"model.gate.position": ["G1"]},
+        base={"train": {"steps": 20, "eval_every": 10, "grad_clip": 0.0, "warmup_steps": 0}},
+        search={
+            "type": "optuna",
+            "num_samples": 4,
+            "metric": "val_loss",
+            "mode": "min",
+            "sampler": "random",
+            "seed": 3,
+            "space": {"train.lr": {"loguniform": ["1e-3", "1e12"]}},
+        },
+        scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2},
+        retries=2,
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
     c = store(tmp_path)
@@ -82,10 +99,21 @@ def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left
 
 def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_path, no_ray_left_behind):
     """n_kv_heads 2 does not divide n_heads 3; Optuna's int range [2, 4] only says so when it samples 3."""
-    f = write(tmp_path, "badcfg", grid={"model.gate.position": ["none"]},
-              base={"model": {"size": "bigram-1l", "n_kv_heads": 2, "n_heads": 2}, "train": {"steps": 6, "eval_every": 0}},
-              search={"type": "optuna", "num_samples": 6, "metric": "val_loss", "sampler": "random", "seed": 0,
-                      "space": {"model.n_heads": {"int": [2, 4]}}}, retries=3)
+    f = write(
+        tmp_path,
+        "badcfg",
+        grid={"model.gate.position": ["none"]},
+        base={"model": {"size": "bigram-1l", "n_kv_heads": 2, "n_heads": 2}, "train": {"steps": 6, "eval_every": 0}},
+        search={
+            "type": "optuna",
+            "num_samples": 6,
+            "metric": "val_loss",
+            "sampler": "random",
+            "seed": 0,
+            "space": {"model.n_heads": {"int": [2, 4]}},
+        },
+        retries=3,
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert "Traceback" not in out.stdout + out.stderr
     c = store(tmp_path)
@@ -104,10 +132,14 @@ def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_pat
 def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_left_behind, max_t):
     """ASHA stops every trial when it reaches max_t: at the first reporting point (10) or the
     second (20) of a 30-step run. Four trials on two slots, actors reused, as in real sweeps."""
-    f = write(tmp_path, f"stop{max_t}", grid={"model.gate.position": ["none", "G1"], "train.seed": [0, 1]},
-              base={"train": {"steps": 30, "eval_every": 10, "log_every": 5}},
-              scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": max_t, "reduction_factor": 2},
-              resources={"max_concurrent": 2})
+    f = write(
+        tmp_path,
+        f"stop{max_t}",
+        grid={"model.gate.position": ["none", "G1"], "train.seed": [0, 1]},
+        base={"train": {"steps": 30, "eval_every": 10, "log_every": 5}},
+        scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": max_t, "reduction_factor": 2},
+        resources={"max_concurrent": 2},
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     c = store(tmp_path)
@@ -134,18 +166,33 @@ def test_trials_failing_before_training_record_why_and_are_not_retried(tmp_path,
     (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": 7}}')
     good = tmp_path / "good.txt"
     good.write_text("the quick brown fox jumps over the lazy dog. " * 400)
-    f = write(tmp_path, "early", base={"model": {"size": "tiny"}, "train": {"steps": 4, "eval_every": 0, "batch_size": 2},
-                                       "data": {"seq_len": 16, "tokenizer": "byte"}, "eval": {"batches": 1, "batch_size": 4}},
-              zip=[{"data.source": [str(tmp_path / "empty.txt"), str(tmp_path / "binary.txt"), str(good), str(good)],
-                    "data.tokenizer": ["byte", "byte", str(tmp_path / "tokenizer.json"), "byte"]}], retries=5)
+    f = write(
+        tmp_path,
+        "early",
+        base={
+            "model": {"size": "tiny"},
+            "train": {"steps": 4, "eval_every": 0, "batch_size": 2},
+            "data": {"seq_len": 16, "tokenizer": "byte"},
+            "eval": {"batches": 1, "batch_size": 4},
+        },
+        zip=[
+            {
+                "data.source": [str(tmp_path / "empty.txt"), str(tmp_path / "binary.txt"), str(good), str(good)],
+                "data.tokenizer": ["byte", "byte", str(tmp_path / "tokenizer.json"), "byte"],
+            }
+        ],
+        retries=5,
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert retries_in(out) == 0, out.stdout
     c = store(tmp_path)
     kids = children(c, "early")
     assert len(kids) == 4
-    by_src = {(r.data.params.get("data.source") or r.data.tags.get("gatesweep.task"), r.data.tags.get("gatesweep.axis.data.tokenizer")): r
-              for r in kids}
+    by_src = {
+        (r.data.params.get("data.source") or r.data.tags.get("gatesweep.task"), r.data.tags.get("gatesweep.axis.data.tokenizer")): r
+        for r in kids
+    }
     failed = [r for r in kids if r.info.status == "FAILED"]
     assert len(failed) == 3, [(r.info.run_name, r.info.status) for r in kids]
     for r in failed:
@@ -159,8 +206,13 @@ def test_trials_failing_before_training_record_why_and_are_not_retried(tmp_path,
 
 # ---- 4. one driver per sweep --------------------------------------------------------------------
 def test_a_second_driver_on_the_same_sweep_is_refused(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "twice", grid={"model.gate.position": ["none", "G1"]}, resources={"max_concurrent": 1},
-              base={"train": {"steps": 200, "eval_every": 100, "log_every": 10}})
+    f = write(
+        tmp_path,
+        "twice",
+        grid={"model.gate.position": ["none", "G1"]},
+        resources={"max_concurrent": 1},
+        base={"train": {"steps": 200, "eval_every": 100, "log_every": 10}},
+    )
     first = start("run", str(f), cwd=tmp_path)
     lock = tmp_path / "runs/sweeps/twice/driver.lock"
     deadline = time.time() + 120
@@ -174,8 +226,13 @@ def test_a_second_driver_on_the_same_sweep_is_refused(tmp_path, no_ray_left_behi
     resume = cli("resume", "twice", cwd=tmp_path)
     assert resume.returncode == 2 and "already running" in resume.stderr, resume.stdout + resume.stderr
     # another --runs-dir cannot see the lock; the store still knows the live driver
-    other = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "other")],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    other = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "other")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert other.returncode == 2 and f"already running in this store (driver pid {first.pid}" in other.stderr, other.stderr
     assert first.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()
     c = store(tmp_path)
@@ -199,8 +256,13 @@ def test_a_stale_lock_of_a_dead_driver_is_taken_over(tmp_path, no_ray_left_behin
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_a_sweep_like_ctrl_c(tmp_path, no_ray_left_behind, sig):
     name = f"sig{int(sig)}"
-    f = write(tmp_path, name, grid={"model.gate.position": ["none", "G1"]}, resources={"max_concurrent": 1},
-              base={"train": {"steps": 300, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    f = write(
+        tmp_path,
+        name,
+        grid={"model.gate.position": ["none", "G1"]},
+        resources={"max_concurrent": 1},
+        base={"train": {"steps": 300, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
+    )
     driver = start("run", str(f), cwd=tmp_path)
     deadline = time.time() + 240
     while time.time() < deadline and not list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")):
@@ -277,11 +339,14 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
     from orchestrator.spec.trial import TrialConfig
     from orchestrator.trial import run as trial_mod
 
-    cfg = TrialConfig.from_dict({
-        "model": {"size": "bigram-1l"}, "data": {"seq_len": 32},
-        "train": {"steps": 40, "batch_size": 8, "eval_every": 20, "checkpoint_every": 20, "log_every": 5},
-        "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
-    })
+    cfg = TrialConfig.from_dict(
+        {
+            "model": {"size": "bigram-1l"},
+            "data": {"seq_len": 32},
+            "train": {"steps": 40, "batch_size": 8, "eval_every": 20, "checkpoint_every": 20, "log_every": 5},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+        }
+    )
     seen = {}
 
     def killed_after_marker(run_dir, keep):
@@ -305,11 +370,36 @@ def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_r
     temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = 6900 + os.getpid() % 500
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-    ray_bin = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
+    ray_bin = [
+        sys.executable,
+        "-c",
+        "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
+    ]
     try:
-        subprocess.run([*ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
-                        "--num-gpus", "0", "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
-                       check=True, env=env, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                *ray_bin,
+                "start",
+                "--head",
+                "--node-ip-address",
+                "127.0.0.2",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "1",
+                "--num-gpus",
+                "0",
+                "--include-dashboard",
+                "false",
+                "--temp-dir",
+                temp,
+                "--disable-usage-stats",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         f = write(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
         out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path, timeout=180)
         assert out.returncode == 2, out.stdout + out.stderr
@@ -327,16 +417,36 @@ def test_out_of_memory_is_recorded_as_such(tmp_path):
 
     from mlflow.tracking import MlflowClient
 
-    (tmp_path / "big.yaml").write_text(yaml.safe_dump({
-        "model": {"size": "tiny", "d_model": 8192, "n_layers": 4, "ffn_dim": 32768, "n_heads": 4, "n_kv_heads": 2, "head_dim": 2048},
-        "data": {"seq_len": 16}, "train": {"steps": 2, "batch_size": 2, "eval_every": 0},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4}}))
+    (tmp_path / "big.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "model": {
+                    "size": "tiny",
+                    "d_model": 8192,
+                    "n_layers": 4,
+                    "ffn_dim": 32768,
+                    "n_heads": 4,
+                    "n_kv_heads": 2,
+                    "head_dim": 2048,
+                },
+                "data": {"seq_len": 16},
+                "train": {"steps": 2, "batch_size": 2, "eval_every": 0},
+                "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+            }
+        )
+    )
 
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
 
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "train", "big.yaml", "--quiet"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "train", "big.yaml", "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "trial failed: out of memory in model" in out.stderr and "Traceback" not in out.stderr
     c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

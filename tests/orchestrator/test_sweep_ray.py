@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
@@ -42,14 +41,16 @@ def write(tmp_path: Path, name: str, **fields) -> Path:
 
 def cli(*args, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     runs = [] if args[0] == "plan" else ["--runs-dir", str(cwd / "runs")]
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args, *runs],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args, *runs], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def start(*args, cwd: Path) -> subprocess.Popen:
     log = open(cwd / "driver.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args, "--runs-dir", str(cwd / "runs")],
-                            cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *args, "--runs-dir", str(cwd / "runs")], cwd=cwd, stdout=log, stderr=subprocess.STDOUT
+    )
 
 
 def store(tmp_path: Path) -> MlflowClient:
@@ -71,46 +72,13 @@ def steps(client, run_id, key="train/loss"):
     return [m.step for m in client.get_metric_history(run_id, key)]
 
 
-TAG = "GATESWEEP_TEST_TAG"
-
-
-def _env() -> dict:
-    """Every process a test starts (and every Ray process those start) inherits this tag, so the
-    test finds exactly its own processes, never another program's Ray."""
-    return {**os.environ, TAG: f"{os.getpid()}-{time.time_ns()}"}
-
-
-def _tagged(tag: str) -> list:
-    out = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return out
-
-
-@pytest.fixture
-def no_ray_left_behind(monkeypatch):
-    """Tag this test's processes; afterwards none of them may still run (Ray stopped by pid)."""
-    env = _env()
-    monkeypatch.setenv(TAG, env[TAG])
-    yield
-    left = []
-    for _ in range(30):  # Ray's workers and agents take a moment to exit after shutdown
-        left = [p for p in _tagged(env[TAG]) if p.pid != os.getpid()]
-        if not left:
-            break
-        time.sleep(0.5)
-    names = [(p.pid, p.name()) for p in left if p.is_running()]
-    kill_processes(left)
-    assert not names, f"processes left behind: {names}"
-
-
 def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "grid", base={"train": {"grad_clip": 0.0}},
-              zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}])
+    f = write(
+        tmp_path,
+        "grid",
+        base={"train": {"grad_clip": 0.0}},
+        zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}],
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
     assert "Traceback" not in out.stdout
@@ -136,8 +104,9 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert "summary.md" in {a.path for a in c.list_artifacts(parent[0].info.run_id)}
 
     # another sweep sharing two finished trials runs nothing and starts no Ray
-    g = write(tmp_path, "again", zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.003]}],
-              base={"train": {"grad_clip": 0.0}})
+    g = write(
+        tmp_path, "again", zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.003]}], base={"train": {"grad_clip": 0.0}}
+    )
     plan = cli("plan", str(g), cwd=tmp_path)
     assert "2 already finished in the store, 0 to run" in plan.stdout
     again = cli("run", str(g), cwd=tmp_path)
@@ -149,8 +118,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
 
 
 def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "retry", retries=2,
-              base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    f = write(tmp_path, "retry", retries=2, base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
     driver = start("run", str(f), cwd=tmp_path)
     deadline = time.time() + 240
     pid = None
@@ -175,8 +143,13 @@ def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path
 
 
 def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "resume", grid={"model.gate.position": ["none", "G1", "G2"]}, resources={"max_concurrent": 1},
-              base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    f = write(
+        tmp_path,
+        "resume",
+        grid={"model.gate.position": ["none", "G1", "G2"]},
+        resources={"max_concurrent": 1},
+        base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
+    )
     driver = start("run", str(f), cwd=tmp_path)
     c = None
     deadline = time.time() + 300
@@ -205,8 +178,11 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
     driver.wait(timeout=30)
     before = len(steps(c, first_done.info.run_id))
     unfinished = {r.info.run_id for r in children(c, "resume") if r.info.status != "FINISHED"}
-    with_ckpt = {json.loads(p.read_text())["run_id"] for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/run.json")
-                 if list(p.parent.glob("checkpoints/step*/COMPLETE"))}
+    with_ckpt = {
+        json.loads(p.read_text())["run_id"]
+        for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/run.json")
+        if list(p.parent.glob("checkpoints/step*/COMPLETE"))
+    }
     to_resume = unfinished & with_ckpt
     assert to_resume, "the kill left an unfinished trial with a whole checkpoint"
     out = cli("resume", "resume", cwd=tmp_path)
@@ -226,11 +202,20 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
 
 
 def test_optuna_with_asha(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "opt", grid={"model.gate.position": ["G1"]},
-              base={"train": {"steps": 40, "eval_every": 10}},
-              search={"type": "optuna", "num_samples": 4, "metric": "val_loss", "mode": "min",
-                      "space": {"train.lr": {"loguniform": ["1e-4", "3e-2"]}}},
-              scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": 40, "reduction_factor": 2})
+    f = write(
+        tmp_path,
+        "opt",
+        grid={"model.gate.position": ["G1"]},
+        base={"train": {"steps": 40, "eval_every": 10}},
+        search={
+            "type": "optuna",
+            "num_samples": 4,
+            "metric": "val_loss",
+            "mode": "min",
+            "space": {"train.lr": {"loguniform": ["1e-4", "3e-2"]}},
+        },
+        scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": 40, "reduction_factor": 2},
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     c = store(tmp_path)
@@ -247,8 +232,12 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
 
 
 def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "workers", resources={"workers_per_trial": 2, "cpus_per_worker": 1},
-              base={"model": {"size": "bigram-1l", "gate": {"position": "G1"}}, "train": {"steps": 10, "batch_size": 4, "eval_every": 0}})
+    f = write(
+        tmp_path,
+        "workers",
+        resources={"workers_per_trial": 2, "cpus_per_worker": 1},
+        base={"model": {"size": "bigram-1l", "gate": {"position": "G1"}}, "train": {"steps": 10, "batch_size": 4, "eval_every": 0}},
+    )
     out = cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     kids = children(store(tmp_path), "workers")
@@ -263,16 +252,53 @@ def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behi
     port = 6400 + os.getpid() % 500
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
     # `ray start` through `import orchestrator`: no cloud-metadata probe from the head (netpolicy.py)
-    ray_bin = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
+    ray_bin = [
+        sys.executable,
+        "-c",
+        "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
+    ]
     try:
         # loopback aliases: Ray rewrites 127.0.0.1 to the machine's address, not 127.0.0.2/3
-        subprocess.run([*ray_bin, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port), "--num-cpus", "1",
-                        "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
-                       check=True, env=env, capture_output=True, timeout=120)
-        subprocess.run([*ray_bin, "start", "--address", f"127.0.0.2:{port}", "--node-ip-address", "127.0.0.3", "--num-cpus", "1",
-                        "--disable-usage-stats"], check=True, env=env, capture_output=True, timeout=120)
-        f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]},
-                  base={"train": {"steps": 60, "eval_every": 0}})
+        subprocess.run(
+            [
+                *ray_bin,
+                "start",
+                "--head",
+                "--node-ip-address",
+                "127.0.0.2",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "1",
+                "--include-dashboard",
+                "false",
+                "--temp-dir",
+                temp,
+                "--disable-usage-stats",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        subprocess.run(
+            [
+                *ray_bin,
+                "start",
+                "--address",
+                f"127.0.0.2:{port}",
+                "--node-ip-address",
+                "127.0.0.3",
+                "--num-cpus",
+                "1",
+                "--disable-usage-stats",
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]}, base={"train": {"steps": 60, "eval_every": 0}})
         out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "cluster 127.0.0.2" in out.stdout
@@ -286,12 +312,21 @@ def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behi
 
 
 def test_ctrl_c_stops_cleanly_and_leaves_a_resumable_sweep(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "intr", grid={"model.gate.position": ["none", "G1"]}, resources={"max_concurrent": 1},
-              base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    f = write(
+        tmp_path,
+        "intr",
+        grid={"model.gate.position": ["none", "G1"]},
+        resources={"max_concurrent": 1},
+        base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
+    )
     log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
-                              cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # as in a terminal
     deadline = time.time() + 240
     while time.time() < deadline and not list((tmp_path / "runs").glob("sweeps/intr/trials/*/checkpoints/step*/COMPLETE")):
         time.sleep(0.3)

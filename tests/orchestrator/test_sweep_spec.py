@@ -82,8 +82,10 @@ def test_validate_rejects_every_malformed_file_with_the_field_and_no_traceback(t
 
 def test_all_problems_of_a_file_are_reported_at_once(tmp_path):
     f = tmp_path / "many.yaml"
-    f.write_text("name: x\nbase: {model: {size: tiny, gate: {position: G9}}, train: {steps: -1, lr: fast}}\n"
-                 "grid: {model.gate.positon: [G1]}\nretries: -1\nresources: {cpus_per_worker: 0}\n")
+    f.write_text(
+        "name: x\nbase: {model: {size: tiny, gate: {position: G9}}, train: {steps: -1, lr: fast}}\n"
+        "grid: {model.gate.positon: [G1]}\nretries: -1\nresources: {cpus_per_worker: 0}\n"
+    )
     out = gatesweep("validate", str(f))
     assert out.returncode == 2
     for text in ("grid.model.gate.positon", "retries: got -1", "resources.cpus_per_worker: got 0"):
@@ -109,8 +111,13 @@ def spec(**kw) -> SweepSpec:
 
 
 def test_expansion_normalises_and_drops_duplicates():
-    s = spec(grid={"model.gate.position": ["none", "G1"], "model.gate.granularity": ["elementwise", "headwise"],
-                   "model.gate.mode": ["multiplicative", "additive"]})
+    s = spec(
+        grid={
+            "model.gate.position": ["none", "G1"],
+            "model.gate.granularity": ["elementwise", "headwise"],
+            "model.gate.mode": ["multiplicative", "additive"],
+        }
+    )
     e = expand(s)
     # none x (2 x 2) collapse to one; G1 x 2 granularities x 2 modes stay (additive gets silu)
     assert e.cells == 8 and e.duplicates == 3 and len(e.trials) == 5
@@ -120,9 +127,11 @@ def test_expansion_normalises_and_drops_duplicates():
 
 
 def test_zip_exclude_names_and_hashes():
-    s = spec(grid={"train.seed": [0, 1]},
-             zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.01]}],
-             exclude=[{"model.gate.position": "none", "train.seed": 1}])
+    s = spec(
+        grid={"train.seed": [0, 1]},
+        zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.01]}],
+        exclude=[{"model.gate.position": "none", "train.seed": 1}],
+    )
     e = expand(s)
     assert (e.cells, e.excluded, len(e.trials)) == (4, 1, 3)
     names = sorted(t.name for t in e.trials)
@@ -140,8 +149,13 @@ def test_config_hash_ignores_tracking_and_is_stable():
 
 
 def test_plan_of_a_10000_trial_grid_is_fast():
-    s = spec(grid={"model.gate.position": ["none", "G1", "G2", "G3", "G4"], "train.lr": [i * 1e-4 for i in range(1, 51)],
-                   "train.seed": list(range(40))})
+    s = spec(
+        grid={
+            "model.gate.position": ["none", "G1", "G2", "G3", "G4"],
+            "train.lr": [i * 1e-4 for i in range(1, 51)],
+            "train.seed": list(range(40)),
+        }
+    )
     t0 = time.perf_counter()
     e = expand(s)
     elapsed = time.perf_counter() - t0
@@ -178,7 +192,9 @@ def test_reported_metrics_are_what_an_evaluation_reports(position):
     from orchestrator.spec.evaluation import EvalConfig
     from orchestrator.spec.reported import BIGRAM_METRICS, GATE_METRICS, REPORTED_METRICS
 
-    data = build_trial_data(DataConfig(source="bigram-backcopy", seq_len=16, bigram={"table": "dirichlet", "vocab_size": 8, "n_triggers": 1}), 0)
+    data = build_trial_data(
+        DataConfig(source="bigram-backcopy", seq_len=16, bigram={"table": "dirichlet", "vocab_size": 8, "n_triggers": 1}), 0
+    )
     model = GatedTransformer(ModelConfig.preset("tiny", vocab_size=data.vocab_size, gate={"position": position}))
     metrics = evaluate(model, data, data.val_batches(1, 4), EvalConfig(batches=1, batch_size=4, probe_sequences=4)).metrics
     reported = {k for k in metrics if "/layer_" not in k}  # per-layer values are not reported to Tune

@@ -75,20 +75,33 @@ def test_store_uris_are_parsed_in_one_place(tmp_path):
     assert file_store_path(sqlite_uri(db)) is None
 
 
-@pytest.mark.parametrize("status, tags, state, reason, outcome", [
-    ("FINISHED", {OUTCOME_TAG: "finished"}, "finished", "", "finished"),
-    ("FAILED", {OUTCOME_TAG: "diverged", REASON_TAG: "loss is nan"}, "failed", "loss is nan", "diverged"),
-    ("FAILED", {}, "failed", "failed (no reason recorded)", "crashed"),
-    ("KILLED", {OUTCOME_TAG: "stopped", STOPPED_TAG: "stopped by the scheduler at step 4"}, "stopped",
-     "stopped by the scheduler at step 4", "stopped"),
-    ("KILLED", {OUTCOME_TAG: "interrupted", REASON_TAG: "interrupted"}, "interrupted", "interrupted", "interrupted"),
-    ("KILLED", {REASON_TAG: "interrupted; `gatesweep resume s` continues it"}, "interrupted",
-     "interrupted; `gatesweep resume s` continues it", "interrupted"),
-    ("KILLED", {OUTCOME_TAG: "interrupted"}, "interrupted", "interrupted", "interrupted"),
-    ("KILLED", {}, "killed", "killed", ""),
-    ("RUNNING", {}, "running", "", ""),
-    ("SCHEDULED", {}, "scheduled", "", ""),
-])
+@pytest.mark.parametrize(
+    "status, tags, state, reason, outcome",
+    [
+        ("FINISHED", {OUTCOME_TAG: "finished"}, "finished", "", "finished"),
+        ("FAILED", {OUTCOME_TAG: "diverged", REASON_TAG: "loss is nan"}, "failed", "loss is nan", "diverged"),
+        ("FAILED", {}, "failed", "failed (no reason recorded)", "crashed"),
+        (
+            "KILLED",
+            {OUTCOME_TAG: "stopped", STOPPED_TAG: "stopped by the scheduler at step 4"},
+            "stopped",
+            "stopped by the scheduler at step 4",
+            "stopped",
+        ),
+        ("KILLED", {OUTCOME_TAG: "interrupted", REASON_TAG: "interrupted"}, "interrupted", "interrupted", "interrupted"),
+        (
+            "KILLED",
+            {REASON_TAG: "interrupted; `gatesweep resume s` continues it"},
+            "interrupted",
+            "interrupted; `gatesweep resume s` continues it",
+            "interrupted",
+        ),
+        ("KILLED", {OUTCOME_TAG: "interrupted"}, "interrupted", "interrupted", "interrupted"),
+        ("KILLED", {}, "killed", "killed", ""),
+        ("RUNNING", {}, "running", "", ""),
+        ("SCHEDULED", {}, "scheduled", "", ""),
+    ],
+)
 def test_run_state_of_every_ending(status, tags, state, reason, outcome):
     got = run_state(status, tags)
     assert (got.state, got.reason) == (state, reason) and tuple(got) == (state, reason)

@@ -50,7 +50,16 @@ def test_trial_logs_every_metric_param_tag_and_artifact(tmp_path, tracking_uri):
     assert "version.torch" in t and "version.deepspeed" in t
     assert json.loads(t["gatesweep.deepspeed"])["zero_optimization"]["stage"] == 0
     arts = {a.path for a in client.list_artifacts(result.run_id)}
-    assert {"config.yaml", "deepspeed.json", "spikes.json", "probes.json", "loss_curve.png", "first_token_attn.png", "attention_map.png", "gate_hist.png"} <= arts
+    assert {
+        "config.yaml",
+        "deepspeed.json",
+        "spikes.json",
+        "probes.json",
+        "loss_curve.png",
+        "first_token_attn.png",
+        "attention_map.png",
+        "gate_hist.png",
+    } <= arts
     # step metrics went in at every logged step, once each
     steps = [s for s, _ in history(client, result.run_id)]
     assert steps == list(range(1, 41))
@@ -76,7 +85,7 @@ def test_resume_reproduces_the_uninterrupted_loss_curve(tmp_path, tracking_uri):
     assert client.get_run(run_id).info.status == "FINISHED"
     a, b = history(client, straight.run_id), history(client, run_id)
     assert [s for s, _ in b] == list(range(1, 41)), "no duplicated and no missing points"
-    for (sa, va), (sb, vb) in zip(a, b):
+    for (sa, va), (_sb, vb) in zip(a, b):
         assert va == pytest.approx(vb, rel=1e-5, abs=1e-6), f"step {sa}"
     assert resumed.metrics["val_loss"] == pytest.approx(straight.metrics["val_loss"], rel=1e-5)
 
@@ -91,13 +100,15 @@ def test_nan_loss_fails_the_trial_with_its_reason(tmp_path, tracking_uri):
 
 
 def test_gqa_text_trial_with_zero_stage_and_grad_accum(tmp_path, tracking_uri):
-    c = TrialConfig.from_dict({
-        "model": {"size": "tiny", "gate": {"position": "G1", "granularity": "headwise"}},
-        "data": {"source": "shakespeare", "seq_len": 32, "max_chars": 300_000},
-        "train": {"steps": 6, "batch_size": 4, "grad_accum": 2, "eval_every": 0, "log_every": 2, "warmup_steps": 2},
-        "deepspeed": {"zero_stage": 1},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 2},
-    })
+    c = TrialConfig.from_dict(
+        {
+            "model": {"size": "tiny", "gate": {"position": "G1", "granularity": "headwise"}},
+            "data": {"source": "shakespeare", "seq_len": 32, "max_chars": 300_000},
+            "train": {"steps": 6, "batch_size": 4, "grad_accum": 2, "eval_every": 0, "log_every": 2, "warmup_steps": 2},
+            "deepspeed": {"zero_stage": 1},
+            "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 2},
+        }
+    )
     result = run_trial(c, TrialContext(run_dir=tmp_path / "text", tracking_uri=tracking_uri))
     assert result.steps == 6
     assert 1.0 < result.metrics["val_bpb"] < 9.0  # byte-level: bits per byte of English text, untrained

@@ -46,8 +46,9 @@ class Artifacts(Callback):
         try:
             self.write()
         except OSError as err:
-            raise TrialFailed(f"artifacts could not be written to {self.run_dir}: {err} "
-                              "(training finished and its metrics are logged)", kind="disk") from None
+            raise TrialFailed(
+                f"artifacts could not be written to {self.run_dir}: {err} (training finished and its metrics are logged)", kind="disk"
+            ) from None
 
     def write(self) -> None:
         import yaml
@@ -63,8 +64,12 @@ class Artifacts(Callback):
         label = self.cfg.model.gate.label
         steps, losses = zip(*self.history) if self.history else ((), ())
         plots.loss_curve(list(steps), list(losses), self.spikes.events, out / "loss_curve.png", f"training loss ({label})")
-        plots.first_token_per_layer(last.first_token_per_layer, last.metrics["first_token_attn_uniform"], out / "first_token_attn.png",
-                                    f"first-token attention ({label})")
+        plots.first_token_per_layer(
+            last.first_token_per_layer,
+            last.metrics["first_token_attn_uniform"],
+            out / "first_token_attn.png",
+            f"first-token attention ({label})",
+        )
         if last.attn_maps:
             plots.attention_map(last.attn_maps[-1], out / "attention_map.png", f"last layer, most sink-like head ({label})")
         if last.gate_hist:

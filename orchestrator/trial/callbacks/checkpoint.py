@@ -41,8 +41,11 @@ class Checkpointer(Callback):
             self.trainer.engine.save_checkpoint(str(folder), tag=tag, client_state=state)
         except (OSError, RuntimeError) as err:  # disk full, quota, unwritable: say so, leave nothing that looks whole
             shutil.rmtree(folder / tag, ignore_errors=True)
-            raise TrialFailed(f"checkpoint {tag} could not be written to {folder} ({type(err).__name__}: "
-                              f"{str(err).strip().splitlines()[-1][:200]}); {ckpt.disk_report(folder)}", kind="disk") from None
+            raise TrialFailed(
+                f"checkpoint {tag} could not be written to {folder} ({type(err).__name__}: "
+                f"{str(err).strip().splitlines()[-1][:200]}); {ckpt.disk_report(folder)}",
+                kind="disk",
+            ) from None
         if self.is_main:
             # every point up to this step reaches the store before the checkpoint counts as
             # whole, so a trial resumed from it has no gap in its curves

@@ -44,8 +44,9 @@ class MLflowLogging(Callback):
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             self.logger.set_tags(tags)
         self.logger.client.update_run(self.run_id, status="RUNNING")
-        (ctx.run_dir / "run.json").write_text(json.dumps({"run_id": self.run_id, "config_hash": cfg.config_hash(),
-                                                         "experiment": ctx.experiment}))
+        (ctx.run_dir / "run.json").write_text(
+            json.dumps({"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment})
+        )
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)
         self.logger.set_tags({names.TRACKING_URI_TAG: redact_uri(ctx.tracking_uri)})
@@ -55,8 +56,14 @@ class MLflowLogging(Callback):
         """The full resolved config (known once the data fixed the vocabulary) and the engine's JSON."""
         params = {**self.cfg.flatten(), **{f"model.{k}": v for k, v in built.model_cfg.flatten().items()}}
         params.pop("tracking.uri", None)  # may hold credentials; the tag is redacted
-        params.update({"data.vocab_size": built.data.vocab_size, "world_size": world,
-                       "model.num_params": built.model.num_params(), "model.gate_params": built.model.gate_params()})
+        params.update(
+            {
+                "data.vocab_size": built.data.vocab_size,
+                "world_size": world,
+                "model.num_params": built.model.num_params(),
+                "model.gate_params": built.model.gate_params(),
+            }
+        )
         self.logger.log_params(params)
         self.logger.set_tags({names.DEEPSPEED_TAG: json.dumps(built.ds_json)})
 

@@ -23,5 +23,7 @@ class TuneReport(Callback):
         if self.tracker is not None:
             self.tracker.flush(wait=60)
             warnings = self.tracker.pop_warnings()
-        self.report({"step": step, **result.metrics, **({"warnings": warnings} if warnings else {})},
-                    checkpoint_dir(self.run_dir) if checkpointed else None)
+        self.report(
+            {"step": step, **result.metrics, **({"warnings": warnings} if warnings else {})},
+            checkpoint_dir(self.run_dir) if checkpointed else None,
+        )

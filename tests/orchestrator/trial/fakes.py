@@ -19,12 +19,14 @@ VOCAB, T = 7, 6
 
 
 def config(**train) -> TrialConfig:
-    return TrialConfig.from_dict({
-        "model": {"size": "bigram-1l", "gate": {"position": "G1"}},
-        "data": {"source": "bigram-backcopy", "seq_len": T},
-        "train": {"steps": 4, "batch_size": 2, "log_every": 2, "eval_every": 2, "checkpoint_every": 0, "warmup_steps": 0, **train},
-        "eval": {"batches": 1, "batch_size": 2, "probe_sequences": 2},
-    })
+    return TrialConfig.from_dict(
+        {
+            "model": {"size": "bigram-1l", "gate": {"position": "G1"}},
+            "data": {"source": "bigram-backcopy", "seq_len": T},
+            "train": {"steps": 4, "batch_size": 2, "log_every": 2, "eval_every": 2, "checkpoint_every": 0, "warmup_steps": 0, **train},
+            "eval": {"batches": 1, "batch_size": 2, "probe_sequences": 2},
+        }
+    )
 
 
 class Tiny(torch.nn.Module):
@@ -157,8 +159,9 @@ class FakeLogging:
 
 
 def fake_trainer(**kw):
-    return SimpleNamespace(**{"train_s": 0.0, "step_t0": 0.0, "tokens_seen": 0, "tokens_per_step": 100, "step": 0,
-                              "engine": FakeEngine(), **kw})
+    return SimpleNamespace(
+        **{"train_s": 0.0, "step_t0": 0.0, "tokens_seen": 0, "tokens_per_step": 100, "step": 0, "engine": FakeEngine(), **kw}
+    )
 
 
 def eval_result() -> EvalResult:

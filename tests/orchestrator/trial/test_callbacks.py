@@ -42,8 +42,6 @@ def test_spike_monitor_records_rules_positions_and_state():
     assert other.state_dict() == json.loads(json.dumps(mon.state_dict()))
 
 
-
-
 def drive(speed: Speed, t, durations, start: int = 0, log_at=()):
     """Steps of the given durations, as Trainer.advance times them."""
     for step, dt in enumerate(durations, start + 1):
@@ -105,9 +103,11 @@ def test_console_lines_keep_their_text():
     c.on_log_interval(25, {"train/loss": 2.345678, "train/lr": 0.00123, "train/tokens_per_s": 1234.6})
     c.on_eval(20, EvalResult({"val_loss": 2.5, "first_token_attn": 0.1234, "sink_ratio": 0.456}))
     c.on_eval(40, EvalResult({"val_loss": 2.5, "first_token_attn": 0.1234, "sink_ratio": 0.456, "gate_score_mean": 0.5}))
-    assert lines == ["step 25/40 loss 2.3457 lr 1.23e-03 1235 tok/s",
-                     "eval step 20: val_loss 2.5000 first_token_attn 0.123 sink_ratio 0.46",
-                     "eval step 40: val_loss 2.5000 first_token_attn 0.123 sink_ratio 0.46 gate_score_mean 0.500"]
+    assert lines == [
+        "step 25/40 loss 2.3457 lr 1.23e-03 1235 tok/s",
+        "eval step 20: val_loss 2.5000 first_token_attn 0.123 sink_ratio 0.46",
+        "eval step 40: val_loss 2.5000 first_token_attn 0.123 sink_ratio 0.46 gate_score_mean 0.500",
+    ]
 
 
 def test_tune_report_flushes_first_and_names_the_checkpoint_folder(tmp_path):
@@ -130,8 +130,16 @@ def test_mlflow_logging_opens_the_run_logs_points_and_records_the_ending(tmp_pat
     from mlflow.tracking import MlflowClient
 
     cfg, seen = config(), []
-    ctx = SimpleNamespace(run_dir=tmp_path, tracking_uri=tracking_uri, experiment="cb", run_id=None, run_name=None,
-                          parent_run_id=None, tags={"extra": "1"}, on_run=seen.append)
+    ctx = SimpleNamespace(
+        run_dir=tmp_path,
+        tracking_uri=tracking_uri,
+        experiment="cb",
+        run_id=None,
+        run_name=None,
+        parent_run_id=None,
+        tags={"extra": "1"},
+        on_run=seen.append,
+    )
     log = MLflowLogging(cfg, ctx)
     run_id = log.open()
     assert seen == [run_id] and json.loads((tmp_path / "run.json").read_text())["run_id"] == run_id
@@ -176,8 +184,16 @@ def test_artifacts_writes_every_file_and_keeps_the_loss_history(tmp_path):
     assert art.state_dict() == [(1, 2.5), (2, 3.0)]
     art.on_eval(2, eval_result())
     art.on_end(2, {})
-    names = {"config.yaml", "deepspeed.json", "spikes.json", "probes.json", "loss_curve.png", "first_token_attn.png",
-             "attention_map.png", "gate_hist.png"}
+    names = {
+        "config.yaml",
+        "deepspeed.json",
+        "spikes.json",
+        "probes.json",
+        "loss_curve.png",
+        "first_token_attn.png",
+        "attention_map.png",
+        "gate_hist.png",
+    }
     assert {p.name for p in (tmp_path / "artifacts").iterdir()} == names
     assert [c[1] for c in log.calls] == sorted(names)
     assert json.loads((tmp_path / "artifacts" / "probes.json").read_text())["max_activation_per_layer"] == [2.0, 3.0]

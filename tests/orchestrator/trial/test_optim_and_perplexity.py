@@ -20,7 +20,9 @@ def test_lr_schedule_and_weight_decay_groups():
     train = config(steps=110, warmup_steps=10, min_lr_ratio=0.1).train
     fn = lr_lambda(train)
     assert [fn(0), fn(4), fn(9)] == [0.1, 0.5, 1.0]
-    assert fn(10) == pytest.approx(1.0) and fn(60) == pytest.approx(0.55) and fn(110) == pytest.approx(0.1) and fn(500) == pytest.approx(0.1)
+    assert (
+        fn(10) == pytest.approx(1.0) and fn(60) == pytest.approx(0.55) and fn(110) == pytest.approx(0.1) and fn(500) == pytest.approx(0.1)
+    )
     decay, no_decay = param_groups(Tiny(), 0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert [p.shape for p in decay["params"]] == [torch.Size([VOCAB, VOCAB])]  # proj.weight; not the embedding, not biases

@@ -19,10 +19,24 @@ def test_the_trainer_calls_every_event_in_order():
     metrics = t.run()
     e = rec.events
     assert e[:3] == [("on_start",), ("after_resume", 0, 0), ("on_step", 1, 0.5)]
-    assert e[3:10] == [("on_step", 2, 0.5), ("collect_metrics", 2), ("on_log_interval", 2, ["recorder"]),
-                       ("on_eval", 2), ("on_checkpoint", 2), ("on_report", 2, True), ("on_step", 3, 0.5)]
-    assert e[10:] == [("on_step", 4, 0.5), ("collect_metrics", 4), ("on_log_interval", 4, ["recorder"]), ("on_eval", 4),
-                      ("on_checkpoint", 4), ("collect_final", ["val_loss"]), ("on_end", 4)]  # no report at the last step
+    assert e[3:10] == [
+        ("on_step", 2, 0.5),
+        ("collect_metrics", 2),
+        ("on_log_interval", 2, ["recorder"]),
+        ("on_eval", 2),
+        ("on_checkpoint", 2),
+        ("on_report", 2, True),
+        ("on_step", 3, 0.5),
+    ]
+    assert e[10:] == [
+        ("on_step", 4, 0.5),
+        ("collect_metrics", 4),
+        ("on_log_interval", 4, ["recorder"]),
+        ("on_eval", 4),
+        ("on_checkpoint", 4),
+        ("collect_final", ["val_loss"]),
+        ("on_end", 4),
+    ]  # no report at the last step
     assert metrics["val_loss"] == 1.5 and metrics["eval_time_s/periodic"] >= 0
     assert t.step == 4 and t.tokens_seen == 4 * 2 * T and t.wall_s >= t.train_s > 0
 

@@ -1,0 +1,47 @@
+"""Fixtures of the orchestrator tests that start real Ray clusters."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from orchestrator.ray.cluster import kill_processes
+
+TAG = "GATESWEEP_TEST_TAG"
+
+
+def _env() -> dict:
+    """Every process a test starts (and every Ray process those start) inherits this tag, so the
+    test finds exactly its own processes, never another program's Ray."""
+    return {**os.environ, TAG: f"{os.getpid()}-{time.time_ns()}"}
+
+
+def _tagged(tag: str) -> list:
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return out
+
+
+@pytest.fixture
+def no_ray_left_behind(monkeypatch):
+    """Tag this test's processes; afterwards none of them may still run (Ray stopped by pid)."""
+    env = _env()
+    monkeypatch.setenv(TAG, env[TAG])
+    yield
+    left = []
+    for _ in range(30):  # Ray's workers and agents take a moment to exit after shutdown
+        left = [p for p in _tagged(env[TAG]) if p.pid != os.getpid()]
+        if not left:
+            break
+        time.sleep(0.5)
+    names = [(p.pid, p.name()) for p in left if p.is_running()]
+    kill_processes(left)
+    assert not names, f"processes left behind: {names}"
