@@ -20,7 +20,8 @@ from pathlib import Path
 
 from orchestrator.launch import signals
 from orchestrator.launch.lock import SweepLock
-from orchestrator.launch.runs import SweepOutcome, SweepRuns, TrialRow  # noqa: F401  (TrialRow: re-exported)
+from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
+from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import load_state, save_state, sweep_dir
 from orchestrator.ray.cluster import RayCluster, kill_stale_ray
 from orchestrator.spec.expand import Expansion
@@ -93,9 +94,9 @@ class Launcher:
                     self.log(f"sweep error: {error}")
                 finally:
                     self._stop_cluster()
-            outcome = self.runs.collect(parent, time.time() - t0, interrupted, self.stopped, self.errors, error)
+            outcome = collect(self.runs, parent, time.time() - t0, interrupted, self.stopped, self.errors, error)
             outcome.error = error
-            self.runs.close_parent(outcome)
+            close_parent(self.runs, outcome)
             return outcome
 
     def _join_cluster(self) -> None:

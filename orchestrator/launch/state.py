@@ -48,6 +48,9 @@ def _state_problem(state) -> str:
     for h, t in trials.items():
         if not isinstance(t, dict) or not all(isinstance(t.get(k), (str, type(None))) for k in ("run_id", "name", "run_dir")):
             return f"trial {str(h)[:16]!r} is malformed"
+    pids = state.get("ray_pids", [])
+    if not isinstance(pids, list) or not all(isinstance(x, list) and len(x) == 2 for x in pids):
+        return "'ray_pids' is malformed"
     for key in ("driver_pid",):
         if key in state and not isinstance(state[key], int):
             return f"{key!r} is {type(state[key]).__name__}, expected an integer"

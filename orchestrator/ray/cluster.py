@@ -76,9 +76,27 @@ def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
     pid, session, node = state.get("driver_pid"), state.get("ray_session_dir"), state.get("ray_node_id")
     if not pid or not session:
         return
-    n = kill_processes(ray_processes(session, node))
+    n = kill_processes(ray_processes(session, node) + recorded_processes(state.get("ray_pids", [])))
     if n:
         log(f"stopped {n} Ray processes left by the previous driver (pid {pid})")
+
+
+def recorded_processes(pids: list) -> list:
+    """The processes of a recorded [[pid, create_time], ...] list that still run as themselves.
+    Ray's agents rename themselves and outlive a raylet killed with its driver (GCS and raylet
+    share the driver's fate), orphaned and no longer findable by session or parent, so a local
+    Ray's processes are recorded at its start."""
+    import psutil
+
+    out = []
+    for pid, created in pids:
+        try:
+            proc = psutil.Process(int(pid))
+            if abs(proc.create_time() - float(created)) < 1e-3:
+                out.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError, TypeError):
+            continue
+    return out
 
 
 class RayCluster:
@@ -132,19 +150,31 @@ class RayCluster:
             )
             from ray._private import worker as ray_worker
 
+            session, node = ray_worker._global_node.get_session_dir_path(), ray.get_runtime_context().get_node_id()
             self.local = {
-                "ray_session_dir": ray_worker._global_node.get_session_dir_path(),
-                "ray_node_id": ray.get_runtime_context().get_node_id(),
+                "ray_session_dir": session,
+                "ray_node_id": node,
+                "ray_pids": [[p.pid, p.create_time()] for p in ray_processes(session, node)],
                 "driver_pid": os.getpid(),
             }
         signals.install_interrupt()  # ray.init installed its own SIGTERM handler
 
     def stop(self) -> None:
+        """Shut Ray down; for a local Ray this driver started, also wait for its processes to exit
+        and stop any left (ray.shutdown does not wait for its workers, which on a busy machine
+        linger for many seconds) by pid."""
         import ray
 
         with signals.ignored():  # a second signal must not leave Ray half stopped
             if ray.is_initialized():
                 ray.shutdown()
+            if self.local:
+                import psutil
+
+                left = ray_processes(self.local["ray_session_dir"], self.local["ray_node_id"])
+                left += [p for p in recorded_processes(self.local["ray_pids"]) if p.pid not in {q.pid for q in left}]
+                _, alive = psutil.wait_procs(left, timeout=10)
+                kill_processes(alive)
 
     def check_resources(self) -> None:
         """UserError when no node of the cluster can hold one worker of a trial, or the whole

@@ -6,7 +6,6 @@ edited sweep files on resume, and the COMPLETE marker written only after the ste
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
@@ -17,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from .conftest import loopback_cluster
 from .test_sweep_ray import children, cli, runs_of, start, steps, store, write
 
 pytestmark = pytest.mark.slow
@@ -363,51 +363,13 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
 
 # ---- resources the cluster cannot meet ----------------------------------------------------------
 def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
-    import tempfile
-
-    from orchestrator.ray.cluster import kill_processes, ray_processes
-
-    temp = tempfile.mkdtemp(prefix="gsf", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = 6900 + os.getpid() % 500
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-    ray_bin = [
-        sys.executable,
-        "-c",
-        "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
-    ]
-    try:
-        subprocess.run(
-            [
-                *ray_bin,
-                "start",
-                "--head",
-                "--node-ip-address",
-                "127.0.0.2",
-                "--port",
-                str(port),
-                "--num-cpus",
-                "1",
-                "--num-gpus",
-                "0",
-                "--include-dashboard",
-                "false",
-                "--temp-dir",
-                temp,
-                "--disable-usage-stats",
-            ],
-            check=True,
-            env=env,
-            capture_output=True,
-            timeout=120,
-        )
+    with loopback_cluster(6900, head_args=("--num-cpus", "1", "--num-gpus", "0")) as address:
         f = write(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
-        out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path, timeout=180)
+        out = cli("run", str(f), "--address", address, cwd=tmp_path, timeout=180)
         assert out.returncode == 2, out.stdout + out.stderr
         assert "resources: a trial needs 1 worker(s) of 1 CPU and 1 GPU each" in out.stderr and "1 CPU, 0 GPU" in out.stderr
         assert "Traceback" not in out.stderr
         assert not (tmp_path / "mlflow.db").exists() or not children(store(tmp_path), "nofit")
-    finally:
-        kill_processes(ray_processes(temp))
 
 
 def test_out_of_memory_is_recorded_as_such(tmp_path):

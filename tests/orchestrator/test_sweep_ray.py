@@ -12,12 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.trial.run import FINAL_METRICS
+
+from .conftest import loopback_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -168,14 +171,23 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
         time.sleep(0.5)
     assert first_done is not None, (tmp_path / "driver.log").read_text()
     state = yaml.safe_load((tmp_path / "runs/sweeps/resume/state.json").read_text())
-    # Freeze the driver and its Ray first, then kill the driver: its orphaned worker can then not
-    # go on training (on a busy machine it used to finish its trial before Ray noticed the dead
-    # driver, leaving nothing to resume), and `resume` must still stop the stale Ray by pid.
-    frozen = [driver.pid] + [p.pid for p in ray_processes(state["ray_session_dir"], state.get("ray_node_id"))]
-    for pid in frozen:
-        os.kill(pid, signal.SIGSTOP)
+    # The machine dies under the sweep: freeze the driver and its Ray, then SIGKILL the driver and
+    # the workers running trials together (a worker left running after its driver used to finish
+    # its trial on a busy machine before it noticed, leaving nothing to resume). GCS and raylet
+    # share the driver's fate (Ray sets PDEATHSIG on Linux) and die with it; the rest of the
+    # frozen Ray (agents, idle workers) is thawed, to exit by itself or be stopped by `resume`.
+    ray_procs = ray_processes(state["ray_session_dir"], state.get("ray_node_id"))
+    for proc in [psutil.Process(driver.pid), *ray_procs]:
+        proc.suspend()
+    trial_workers = [p for p in ray_procs if p.is_running() and "ImplicitFunc" in " ".join(p.cmdline())]
     driver.send_signal(signal.SIGKILL)
     driver.wait(timeout=30)
+    kill_processes(trial_workers)
+    for proc in ray_procs:
+        try:
+            proc.resume()
+        except psutil.NoSuchProcess:
+            pass
     before = len(steps(c, first_done.info.run_id))
     unfinished = {r.info.run_id for r in children(c, "resume") if r.info.status != "FINISHED"}
     with_ckpt = {
@@ -246,69 +258,15 @@ def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no
 
 
 def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behind):
-    import tempfile
-
-    temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = 6400 + os.getpid() % 500
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-    # `ray start` through `import orchestrator`: no cloud-metadata probe from the head (netpolicy.py)
-    ray_bin = [
-        sys.executable,
-        "-c",
-        "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())",
-    ]
-    try:
-        # loopback aliases: Ray rewrites 127.0.0.1 to the machine's address, not 127.0.0.2/3
-        subprocess.run(
-            [
-                *ray_bin,
-                "start",
-                "--head",
-                "--node-ip-address",
-                "127.0.0.2",
-                "--port",
-                str(port),
-                "--num-cpus",
-                "1",
-                "--include-dashboard",
-                "false",
-                "--temp-dir",
-                temp,
-                "--disable-usage-stats",
-            ],
-            check=True,
-            env=env,
-            capture_output=True,
-            timeout=120,
-        )
-        subprocess.run(
-            [
-                *ray_bin,
-                "start",
-                "--address",
-                f"127.0.0.2:{port}",
-                "--node-ip-address",
-                "127.0.0.3",
-                "--num-cpus",
-                "1",
-                "--disable-usage-stats",
-            ],
-            check=True,
-            env=env,
-            capture_output=True,
-            timeout=120,
-        )
+    with loopback_cluster(6400, "127.0.0.3") as address:
         f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]}, base={"train": {"steps": 60, "eval_every": 0}})
-        out = cli("run", str(f), "--address", f"127.0.0.2:{port}", cwd=tmp_path)
+        out = cli("run", str(f), "--address", address, cwd=tmp_path)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "cluster 127.0.0.2" in out.stdout
         kids = children(store(tmp_path), "cluster")
         assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
         nodes = {r.data.tags["gatesweep.node_id"] for r in kids}
         assert len(nodes) == 2, "one trial on each node"
-    finally:
-        kill_processes(ray_processes(temp))
-        assert not ray_processes(temp)
 
 
 def test_ctrl_c_stops_cleanly_and_leaves_a_resumable_sweep(tmp_path, no_ray_left_behind):
