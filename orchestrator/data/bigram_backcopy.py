@@ -27,7 +27,7 @@ VAL_STREAM = 1_000_003  # RNG stream of the held-out sequences, disjoint from tr
 
 class BigramBackcopy:
     """Deterministic per (train seed, step): `train_batch(step)` is the same on every resume.
-    `cfg` is the trial's `data.bigram` (an `orchestrator.config.BigramBackcopyConfig`; not imported
+    `cfg` is the trial's `data.bigram` (an `orchestrator.spec.data.BigramBackcopyConfig`; not imported
     here, since the data layer sits below the config, which validates with it)."""
 
     name = "bigram-backcopy"

@@ -233,7 +233,7 @@ def _path_problems(path: str) -> list[Issue]:
 def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
     """Make the local paths of a raw sweep dict absolute against `folder` (the sweep file's),
     in place: the base's, and those of grid, zip, exclude and Optuna `choice` values at a path
-    field (see `orchestrator.spec.trial.resolve_paths`). Ray runs trials in other directories."""
+    field (see `orchestrator.spec.paths.resolve_paths`). Ray runs trials in other directories."""
     resolve_paths(data.get("base"), folder)
 
     def each(value: Any, kind: type) -> list:

@@ -132,7 +132,7 @@ def test_bpe_is_cached_by_content(tmp_path, monkeypatch):
 
 def test_hub_name_offline_fails_at_once_with_one_line():
     code = (
-        "from orchestrator.config import DataConfig\n"
+        "from orchestrator.spec.data import DataConfig\n"
         "from orchestrator.data import build_trial_data\n"
         "build_trial_data(DataConfig(source='hf:roneneldan/TinyStories'), 0)\n"
     )

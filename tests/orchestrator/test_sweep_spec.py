@@ -183,7 +183,7 @@ def test_schema_command_is_valid_json_schema():
 
 @pytest.mark.parametrize("position", ["none", "G1"])
 def test_reported_metrics_are_what_an_evaluation_reports(position):
-    """The metric lists a scheduler and a search are checked against (orchestrator.sweep) are
+    """The metric lists a scheduler and a search are checked against (orchestrator.spec.reported) are
     exactly what `evaluate` returns, for an ungated and a gated model on bigram-backcopy."""
     from gatedmodels import GatedTransformer, ModelConfig
     from orchestrator.data import build_trial_data
