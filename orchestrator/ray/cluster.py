@@ -73,12 +73,21 @@ def kill_processes(procs: list) -> int:
 def kill_stale_ray(state: dict, log: Callable[[str], None]) -> None:
     """A driver killed with SIGKILL leaves its local Ray behind; stop it by process id. Called
     with the sweep's lock held, so the driver that started that Ray is known to be gone."""
-    pid, session, node = state.get("driver_pid"), state.get("ray_session_dir"), state.get("ray_node_id")
+    pid, session = state.get("driver_pid"), state.get("ray_session_dir")
     if not pid or not session:
         return
-    n = kill_processes(ray_processes(session, node) + recorded_processes(state.get("ray_pids", [])))
+    n = kill_processes(session_processes(state))
     if n:
         log(f"stopped {n} Ray processes left by the previous driver (pid {pid})")
+
+
+def session_processes(local: dict) -> list:
+    """Every process of a local Ray (`RayCluster.local`, as saved in state.json): those found by its
+    session and node, and those recorded at its start that still run, each once."""
+    found = {p.pid: p for p in ray_processes(local["ray_session_dir"], local.get("ray_node_id"))}
+    for proc in recorded_processes(local.get("ray_pids", [])):
+        found.setdefault(proc.pid, proc)
+    return list(found.values())
 
 
 def recorded_processes(pids: list) -> list:
@@ -171,9 +180,7 @@ class RayCluster:
             if self.local:
                 import psutil
 
-                left = ray_processes(self.local["ray_session_dir"], self.local["ray_node_id"])
-                left += [p for p in recorded_processes(self.local["ray_pids"]) if p.pid not in {q.pid for q in left}]
-                _, alive = psutil.wait_procs(left, timeout=10)
+                _, alive = psutil.wait_procs(session_processes(self.local), timeout=10)
                 kill_processes(alive)
 
     def check_resources(self) -> None:
