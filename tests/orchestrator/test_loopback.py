@@ -79,6 +79,15 @@ def _environ(proc: psutil.Process) -> dict | None:
     return env if "PATH" in env else None
 
 
+def _env_block(pid: int) -> int | None:
+    """Where a process's environment block starts (/proc/PID/stat field 50): it moves on exec."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[47])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Watch:
     """Polls a process tree (and the Ray instance named in a sweep's state.json) for inet sockets
     and start-up environments, in a thread, every `interval` seconds until stopped."""
@@ -87,8 +96,10 @@ class Watch:
         self.root = psutil.Process(root_pid)
         self.state_file, self.interval, self.deadline = state_file, interval, time.monotonic() + limit_s
         self.ray: tuple[str, str | None] | None = None
-        self.procs: dict[int, str] = {}  # pid -> command line, every process seen
+        self.procs: dict[int, str] = {}  # pid -> latest command line, every process seen
+        self.cmdlines: dict[int, list[str]] = {}  # pid -> every command line it showed, in order
         self._handles: dict[int, psutil.Process] = {}
+        self._blocks: dict[int, int | None] = {}  # pid -> where its environment block starts
         self.envs: dict[int, dict] = {}  # pid -> start-up environment (all but the root)
         self.sockets: set[tuple] = set()  # (pid, kind, status, local, remote)
         self.polls = 0
@@ -123,10 +134,17 @@ class Watch:
     def poll(self) -> None:
         for proc in self._tree():
             try:
-                if proc.pid not in self.procs:
-                    self.procs[proc.pid] = " ".join(proc.cmdline())[:300]
-                    self._handles[proc.pid] = proc
-                if proc.pid != self.root.pid and proc.pid not in self.envs:
+                # A child caught between fork and exec still shows its parent's command line and
+                # environment: every command line is kept, and the environment is read again after
+                # an exec (a new environment block), not after a rename (setproctitle can overwrite it).
+                cmd, block = " ".join(proc.cmdline())[:300], _env_block(proc.pid)
+                if self.procs.get(proc.pid) != cmd:
+                    self.procs[proc.pid] = cmd
+                    self.cmdlines.setdefault(proc.pid, []).append(cmd)
+                    self._handles.setdefault(proc.pid, proc)
+                execed = self._blocks.get(proc.pid, block) != block
+                self._blocks[proc.pid] = block
+                if proc.pid != self.root.pid and (execed or proc.pid not in self.envs):
                     env = _environ(proc)
                     if env is not None:
                         self.envs[proc.pid] = env
@@ -218,6 +236,26 @@ def test_import_sets_telemetry_defaults_and_guards_ray():
     assert json.loads(out.stdout)["env"]["RAY_USAGE_STATS_ENABLED"] == "1"
 
 
+def test_watch_sees_a_child_caught_between_fork_and_exec():
+    """A child first seen before its exec (as Ray's gcs_server was, under load) is known by the
+    command line and environment it execs into, not only by its parent's."""
+    code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(1.5)\n"
+        "    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1.5)', 'execed-child'], {**os.environ, **SW})\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", f"SW = {SWITCHES!r}\n{code}"], env=bare_env())
+    with Watch(parent.pid) as w:
+        parent.wait(timeout=30)
+    child = [pid for pid in w.cmdlines if pid != parent.pid]
+    assert len(child) == 1 and len(w.cmdlines[child[0]]) == 2, w.cmdlines
+    assert w.cmdlines[child[0]][-1].endswith("execed-child"), w.cmdlines
+    assert not w.missing_switches(), w.missing_switches()  # the environment read after the exec
+
+
 def _report(w: Watch, log: str) -> str:
     socks = "\n".join(f"  {s}" for s in sorted(w.sockets, key=str))
     return f"{w.polls} polls, {len(w.procs)} processes\nsockets:\n{socks}\n--- output ---\n{log[-3000:]}"
@@ -261,7 +299,7 @@ def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
     detail = _report(watch, text)
     assert rc == 0, detail
     assert "2 to run" in text, detail
-    cmds = list(watch.procs.values())
+    cmds = [c for seen in watch.cmdlines.values() for c in seen]
     assert any("raylet" in c for c in cmds) and any("gcs_server" in c for c in cmds), detail
     assert watch.listeners(), "the poller saw Ray's listeners:\n" + detail
     assert not any("dashboard/dashboard.py" in c for c in cmds), "Ray's API server ran (it probes cloud metadata):\n" + detail
