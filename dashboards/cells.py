@@ -1,11 +1,12 @@
-"""Cells every rendering of a `Comparison` shares (tables.py, html.py): axis headers, mean ± std,
+"""Cells every rendering of a `Comparison` shares (tables_*.py, html.py): axis headers, mean ± std,
 confidence intervals, deltas, p values, state counts and the header lines."""
 
 from __future__ import annotations
 
+from .comparison import Comparison
 from .metrics import FIRST_TOKEN, decimals, fmt
 from .records import GATE_AXIS
-from .stats import Comparison, Delta, Stat
+from .seedstats import Delta, Stat
 
 DASH = "–"
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cells import DASH, axis_headers, ci_text, delta_text, header_lines, mean_std, p_text, status_counts
+from .comparison import Comparison
 from .metrics import axis_text, fmt
-from .stats import Comparison
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1400px;

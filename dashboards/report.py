@@ -21,9 +21,10 @@ from orchestrator.tracking import names
 from . import html as html_report
 from . import tables
 from .artifacts import ArtifactCache, metric_history
+from .comparison import Comparison, Row
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_GATE, GATE_AXIS, StoreError, finite
-from .stats import Comparison, Row, compare, sort_value
+from .stats import compare, sort_value
 from .store import open_client, read_sweep
 
 MAX_CURVE_ROWS = 8

@@ -17,208 +17,42 @@
   level (each configuration's seed mean weighs the same), i.e. averaged over the other axes.
 
 Metric values are the runs' final values (REFERENCE §3 defines them); only finished runs count.
+
+Rooms: `seedstats` (the statistics of one row and the paired test), `comparison` (the rows and
+the `Comparison` they make up), and this module (grouping runs into rows, baselines, best values,
+main effects), which re-exports the names of the other two.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-from orchestrator.tracking import STATES
-
-from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, axis_text, choose
+from .comparison import Comparison, Effect, Row
+from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
 from .records import BASELINE_GATE, GATE_AXIS, RunRecord, SweepRuns, finite
+from .seedstats import Delta, Stat, describe, paired, t_quantile, t_two_sided_p
+
+__all__ = [
+    "Comparison",
+    "Delta",
+    "Effect",
+    "Row",
+    "Stat",
+    "compare",
+    "describe",
+    "is_seed_axis",
+    "main_effects",
+    "paired",
+    "sort_value",
+    "t_quantile",
+    "t_two_sided_p",
+    "together",
+]
 
 
 def is_seed_axis(path: str) -> bool:
     """`train.seed`, `data.bigram.seed`, ...: axes that replicate a configuration."""
     return path.rsplit(".", 1)[-1] == "seed"
-
-
-@dataclass
-class Stat:
-    """One metric of one row over its finished seeds."""
-
-    values: dict[tuple, float]
-    """Seed cell -> value."""
-    n: int
-    mean: float | None
-    std: float | None
-    """Sample standard deviation (ddof 1); None for n < 2."""
-    ci95: float | None
-    """Half-width of the 95% confidence interval of the mean (Student's t); None for n < 2."""
-
-    @property
-    def lo(self) -> float | None:
-        return None if self.mean is None or self.ci95 is None else self.mean - self.ci95
-
-    @property
-    def hi(self) -> float | None:
-        return None if self.mean is None or self.ci95 is None else self.mean + self.ci95
-
-
-@dataclass
-class Delta:
-    """A row against its baseline on one metric."""
-
-    diff: float
-    rel: float | None
-    """diff / |baseline mean|, in %; None when the baseline mean is 0."""
-    n_pairs: int
-    """Seeds finished by both rows."""
-    t: float | None
-    p: float | None
-    """Two-sided p of the paired t-test; None with fewer than 2 pairs or no variation."""
-
-
-@dataclass
-class Row:
-    """One configuration (every seed of it)."""
-
-    axes: dict[str, str]
-    """Non-seed axis -> value."""
-    runs: list[RunRecord]
-    """Every run of the configuration, in any state (superseded ones included)."""
-    counted: dict[tuple, RunRecord]
-    """Seed cell -> the run that counts (newest finished)."""
-    stats: dict[str, Stat] = field(default_factory=dict)
-    deltas: dict[str, Delta] = field(default_factory=dict)
-    best: set[str] = field(default_factory=set)
-    baseline: Row | None = None
-    is_baseline: bool = False
-
-    @property
-    def key(self) -> tuple:
-        return tuple(self.axes.values())
-
-    @property
-    def n(self) -> int:
-        """Finished seeds."""
-        return len(self.counted)
-
-    def state_counts(self) -> dict[str, int]:
-        """State -> runs, over the runs that count or stand for an unfinished seed cell."""
-        out: dict[str, int] = {}
-        for run in self.live_runs():
-            out[run.state] = out.get(run.state, 0) + 1
-        return dict(sorted(out.items(), key=lambda kv: STATES.index(kv[0])))
-
-    def live_runs(self) -> list[RunRecord]:
-        """The counted runs plus, per seed cell that finished nowhere, its newest run."""
-        return [r for r in self.runs if not r.superseded]
-
-    @property
-    def status(self) -> str:
-        """`ok` when every seed finished, else e.g. `1 failed, 1 running`."""
-        counts = self.state_counts()
-        rest = [f"{n} {s}" for s, n in counts.items() if s != "finished"]
-        return ", ".join(rest) if rest else "ok"
-
-    def label(self, axes: list[str] | None = None) -> str:
-        """Compact name: `G1-elementwise, lr=0.003`."""
-        axes = axes if axes is not None else list(self.axes)
-        parts = []
-        for p in axes:
-            v = axis_text(self.axes[p])
-            parts.append(v if p == GATE_AXIS or len(axes) == 1 else f"{p.rsplit('.', 1)[-1]}={v}")
-        return ", ".join(parts) or "all runs"
-
-
-@dataclass
-class Effect:
-    """Main effect of one axis level."""
-
-    level: str
-    configs: int
-    """Configurations at this level with at least one finished seed."""
-    means: dict[str, float | None]
-
-
-@dataclass
-class Comparison:
-    """Everything a report shows, computed from a `SweepRuns`."""
-
-    sweep: SweepRuns
-    axes: list[str]
-    """Non-seed axes that vary (the row key), in the sweep's order."""
-    seed_axes: list[str]
-    metrics: list[MetricSpec]
-    rows: list[Row]
-    effects: dict[str, list[Effect]]
-    together: dict[str, list[str]]
-    """Axis -> axes varied together with it (zipped), shown with it in main effects and plots."""
-    unfinished: list[RunRecord]
-    """Runs that count for a seed cell and did not finish (failed, stopped, running, ...)."""
-    superseded: list[RunRecord]
-    """Runs of a seed cell that has a newer or finished run."""
-    uniform_first_token: float | None = None
-    """What uniform attention would give for first_token_attn (the reference line)."""
-
-    def axis_title(self, axis: str) -> str:
-        """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""
-        with_ = self.together.get(axis)
-        return f"{axis} (with {', '.join(with_)})" if with_ else axis
-
-    @property
-    def has_baseline(self) -> bool:
-        return any(r.is_baseline for r in self.rows)
-
-    def state_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for row in self.rows:
-            for s, n in row.state_counts().items():
-                out[s] = out.get(s, 0) + n
-        return dict(sorted(out.items(), key=lambda kv: STATES.index(kv[0])))
-
-
-# ---- computations ---------------------------------------------------------------------------
-def t_quantile(p: float, df: int) -> float:
-    """Quantile of Student's t (scipy.special: scipy.stats alone takes ~1 s to import)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, p))
-
-
-def t_two_sided_p(t: float, df: int) -> float:
-    """Two-sided p value of a t statistic with `df` degrees of freedom."""
-    from scipy.special import stdtr
-
-    return float(2.0 * stdtr(df, -abs(t)))
-
-
-def describe(values: dict[tuple, float]) -> Stat:
-    """Mean, sample std and 95% CI half-width (Student's t) of the finite values."""
-    xs = [v for v in values.values() if finite(v)]
-    n = len(xs)
-    if n == 0:
-        return Stat(values, 0, None, None, None)
-    mean = math.fsum(xs) / n
-    if n < 2:
-        return Stat(values, n, mean, None, None)
-    std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1))
-    return Stat(values, n, mean, std, t_quantile(0.975, n - 1) * std / math.sqrt(n))
-
-
-def paired(row: Stat, base: Stat) -> Delta | None:
-    """Δ of the means and the paired t-test over the seed cells both have."""
-    if row.mean is None or base.mean is None:
-        return None
-    diff = row.mean - base.mean
-    rel = 100.0 * diff / abs(base.mean) if base.mean else None
-    keys = [k for k in row.values if k in base.values and finite(row.values[k]) and finite(base.values[k])]
-    t = p = None
-    if len(keys) >= 2:
-        a = [row.values[k] for k in keys]
-        b = [base.values[k] for k in keys]
-        d = [x - y for x, y in zip(a, b)]
-        if max(d) - min(d) > 1e-12 * max(1.0, max(abs(x) for x in d)):
-            # the paired t-test (what scipy.stats.ttest_rel computes): t = mean(d) / (sd(d) / sqrt(n))
-            n = len(d)
-            mean_d = math.fsum(d) / n
-            sd = math.sqrt(math.fsum((x - mean_d) ** 2 for x in d) / (n - 1))
-            t = mean_d / (sd / math.sqrt(n))
-            p = t_two_sided_p(t, n - 1)
-    return Delta(diff, rel, len(keys), t, p)
 
 
 def sort_value(v: str) -> tuple:

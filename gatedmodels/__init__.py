@@ -13,7 +13,8 @@ from typing import Any
 
 from . import presets  # noqa: F401  (registers the size presets)
 from .config import POSITIONS, PRESETS, GateConfig, ModelConfig, MoEConfig, RopeConfig
-from .configbase import Config, ConfigError, Issue
+from .configclass import Config
+from .configerrors import ConfigError, Issue
 
 _LAZY = {
     "GatedTransformer": "model",

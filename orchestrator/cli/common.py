@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gatedmodels.configbase import ConfigError, Issue
+from gatedmodels.configerrors import ConfigError, Issue
 from orchestrator.spec.files import UserError, load_yaml
 
 

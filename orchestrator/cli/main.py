@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatedmodels.configbase import ConfigError
+from gatedmodels.configerrors import ConfigError
 
 from .. import __version__
 from . import data, plan, report, resume, run, schema, train, ui, validate

@@ -56,6 +56,34 @@ def refuse_live_driver(cl, exp_id: str, name: str) -> None:
                 )
 
 
+def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri: str, source: Path, driver: str) -> str:
+    """A new parent run for a launch of `spec`: its tags (`driver` is host:pid), the expansion's
+    shape as params, and the sweep file `source` as an artifact; returns its run id."""
+    tags = {
+        names.SWEEP_TAG: spec.name,
+        names.KIND_TAG: "sweep",
+        names.NOTE_TAG: spec.description,
+        names.TRACKING_URI_TAG: redact_uri(uri),
+        names.DRIVER_TAG: driver,
+    }
+    parent = cl.create_run(exp_id, run_name=spec.name, tags=tags).info.run_id
+    logger = RunLogger(uri, parent)
+    e = expansion
+    logger.log_params(
+        {
+            "sweep.cells": e.cells,
+            "sweep.trials": len(e.trials),
+            "sweep.excluded": e.excluded,
+            "sweep.duplicates": e.duplicates,
+            "sweep.search": spec.search.type,
+            "sweep.axes": ",".join(e.varying) or "-",
+            names.SWEEP_SPACE_PARAM: ",".join(spec.search.space) or "-",
+        }
+    )
+    logger.log_artifact(source)
+    return parent
+
+
 class SweepRuns:
     """Parent and child runs of one launch of a sweep, and its state.json."""
 
@@ -78,28 +106,7 @@ class SweepRuns:
         else:
             refuse_live_driver(cl, exp_id, self.spec.name)
             self.state["source"] = str(self.source)
-            tags = {
-                names.SWEEP_TAG: self.spec.name,
-                names.KIND_TAG: "sweep",
-                names.NOTE_TAG: self.spec.description,
-                names.TRACKING_URI_TAG: redact_uri(self.uri),
-                names.DRIVER_TAG: driver,
-            }
-            parent = cl.create_run(exp_id, run_name=self.spec.name, tags=tags).info.run_id
-            logger = RunLogger(self.uri, parent)
-            e = self.expansion
-            logger.log_params(
-                {
-                    "sweep.cells": e.cells,
-                    "sweep.trials": len(e.trials),
-                    "sweep.excluded": e.excluded,
-                    "sweep.duplicates": e.duplicates,
-                    "sweep.search": self.spec.search.type,
-                    "sweep.axes": ",".join(e.varying) or "-",
-                    names.SWEEP_SPACE_PARAM: ",".join(self.spec.search.space) or "-",
-                }
-            )
-            logger.log_artifact(self.source)
+            parent = create_parent(cl, exp_id, self.spec, self.expansion, uri=self.uri, source=self.source, driver=driver)
         self.state.update(
             {
                 "name": self.spec.name,

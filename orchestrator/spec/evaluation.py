@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gatedmodels.configbase import Config, Issue, Limits, show
+from gatedmodels.configclass import Config, Limits
+from gatedmodels.configerrors import Issue, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
@@ -40,7 +41,7 @@ class MMLUConfig(Config):
             if problem:
                 out.append(Issue("path", problem))
         if self.subjects:  # the list lives with the benchmark (which imports torch): only then
-            from orchestrator.evals.mmlu import SUBJECTS
+            from orchestrator.evals.mmlu_data import SUBJECTS
 
             for i, subject in enumerate(self.subjects):
                 if subject not in SUBJECTS:

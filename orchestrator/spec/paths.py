@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gatedmodels.configbase import Issue, get_dotted, set_dotted, show
+from gatedmodels.configerrors import Issue, show
+from gatedmodels.dicts import get_dotted, set_dotted
 
 if TYPE_CHECKING:
     from orchestrator.spec.trial import TrialConfig
@@ -206,7 +207,7 @@ def _mmlu_folder_problem(path: str) -> str | None:
 def _mmlu_source_problem(path: str | None) -> str | None:
     """MMLU data where the benchmark will look (imports the benchmark module, so only when enabled)."""
     from orchestrator.data.sources import DataUnavailable
-    from orchestrator.evals.mmlu import resolve_source
+    from orchestrator.evals.mmlu_data import resolve_source
 
     try:
         resolve_source(path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatedmodels.configbase import show
+from gatedmodels.configerrors import show
 from orchestrator import metrics
 from orchestrator.spec.trial import TrialConfig
 

@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from gatedmodels.configbase import Config, _hints
+from gatedmodels.configclass import Config, _hints
 from orchestrator.spec.sweep import SECTIONS, SweepSpec
 from orchestrator.spec.trial import TrialConfig
 

@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gatedmodels.configbase import Config, Issue, Limits, deep_merge, flatten_dict, show
+from gatedmodels.configclass import Config, Limits
+from gatedmodels.configerrors import Issue, show
+from gatedmodels.dicts import deep_merge, flatten_dict
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
 
 

@@ -11,7 +11,8 @@ from scipy import stats as sps
 
 from dashboards import tables
 from dashboards.metrics import axis_text, decimals, fmt
-from dashboards.stats import compare, describe
+from dashboards.seedstats import describe
+from dashboards.stats import compare
 from dashboards.store import RunRecord, SweepRuns, resolve_axes
 from orchestrator.tracking import run_state
 

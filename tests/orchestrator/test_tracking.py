@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gatedmodels.configbase import ConfigError
+from gatedmodels.configerrors import ConfigError
 from orchestrator.tracking import (
     RunLogger,
     client,

@@ -1,0 +1,38 @@
+"""The CSV table of a `Comparison`: one line per configuration, machine-readable; per metric the
+mean, std, 95% CI bounds, n, delta against the baseline (absolute and relative), p and best."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from .comparison import Comparison
+
+
+def csv_text(comp: Comparison) -> str:
+    """One line per configuration; per metric: mean, std, ci95_lo, ci95_hi, n, delta, delta_rel_pct, p, best."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    fields = ("mean", "std", "ci95_lo", "ci95_hi", "n", "delta", "delta_rel_pct", "p", "best")
+    w.writerow(list(comp.axes) + ["n_finished", "status", "run_ids"] + [f"{m.key}.{f}" for m in comp.metrics for f in fields])
+
+    def num(x: float | None) -> str:
+        return "" if x is None else repr(float(x))
+
+    for row in comp.rows:
+        cells = [row.axes[p] for p in comp.axes] + [row.n, row.status, " ".join(r.run_id for r in row.live_runs())]
+        for m in comp.metrics:
+            st, d = row.stats[m.key], row.deltas.get(m.key)
+            cells += [
+                num(st.mean),
+                num(st.std),
+                num(st.lo),
+                num(st.hi),
+                st.n,
+                num(d.diff if d else None),
+                num(d.rel if d else None),
+                num(d.p if d else None),
+                int(m.key in row.best),
+            ]
+        w.writerow(cells)
+    return buf.getvalue()
