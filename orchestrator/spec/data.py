@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gatedmodels.configbase import Config, Issue, Limits, show
+from gatedmodels.configclass import Config, Limits
+from gatedmodels.configerrors import Issue, show
 from orchestrator.spec.bounds import MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
@@ -54,9 +55,14 @@ class DataConfig(Config):
     seq_len: int = 128
     """Tokens per training sequence, the first of which is always BOS."""
     val_fraction: float = 0.05
-    """Share of the token stream (its tail) held out for validation."""
+    """Share of the corpus held out for validation: every (1/val_fraction)-th document, documents
+    longer than 16,384 characters counting as parts of that size cut at line breaks."""
     max_chars: int | None = None
     """Read at most this many characters of the corpus (quick experiments)."""
+    separator: str = "auto"
+    """What joins documents in the token stream: `auto` (the tokenizer's end-of-text token, or a
+    blank line for `byte` and `bpe:N`, which have none), `eos` (the end-of-text token; an error
+    without one), or any other text, encoded as given."""
     bigram: BigramBackcopyConfig = field(default_factory=BigramBackcopyConfig)
     """Settings of the `bigram-backcopy` source."""
 
@@ -69,6 +75,8 @@ class DataConfig(Config):
         for name in ("source", "text_column", "hf_split"):
             if not getattr(self, name).strip():
                 out.append(Issue(name, f"got {show(getattr(self, name))}; allowed: a non-empty string"))
+        if not self.separator or len(self.separator) > 64:
+            out.append(Issue("separator", f"got {show(self.separator)}; allowed: auto, eos, or a text of 1 to 64 characters"))
         from orchestrator.data.sources import source_problem
         from orchestrator.data.tokenizers import tokenizer_problem
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from orchestrator.data import BigramBackcopy, DataUnavailable, build_trial_data
-from orchestrator.data.sources import load_documents, strip_wiki_markup
+from orchestrator.data.shards import TokenStream
+from orchestrator.data.sources import load_corpus, strip_wiki_markup
 from orchestrator.data.text import TextData
 from orchestrator.data.tokenizers import byte_tokenizer, gpt2_tokenizer, train_bpe
 from orchestrator.spec.data import BigramBackcopyConfig, DataConfig
@@ -69,23 +70,23 @@ def test_text_windows_start_with_bos_and_split_is_disjoint():
     tok = byte_tokenizer()
     train = np.arange(1000, dtype=np.int32) % 250
     val = (np.arange(300, dtype=np.int32) % 7) + 250 - 7
-    data = TextData(train, val, seq_len=10, tokenizer=tok, seed=0)
+    data = TextData(TokenStream([train]), TokenStream([val]), seq_len=10, tokenizer=tok, seed=0)
     b = data.train_batch(0, 4)
     assert b.shape == (4, 11) and (b[:, 0] == 256).all()
     # an epoch visits every window exactly once
     seen = torch.cat([data.train_batch(s, 4)[:, 1:] for s in range(25)])
-    assert sorted(map(tuple, seen.tolist())) == sorted(map(tuple, data.train.tolist()))
+    assert sorted(map(tuple, seen.tolist())) == sorted(map(tuple, train.reshape(100, 10).tolist()))
     # ranks take disjoint slices of the same global batch
     r0, r1 = data.train_batch(3, 4, rank=0, world=2), data.train_batch(3, 4, rank=1, world=2)
     assert not set(map(tuple, r0.tolist())) & set(map(tuple, r1.tolist()))
     assert torch.equal(data.val_batches(2, 3)[0], data.val_batches(2, 3)[0])
     with pytest.raises(DataUnavailable, match="seq_len"):
-        TextData(train[:5], val, seq_len=10, tokenizer=tok, seed=0)
+        TextData(TokenStream([train[:5]]), TokenStream([val]), seq_len=10, tokenizer=tok, seed=0)
 
 
 @pytest.mark.parametrize("source", ["shakespeare", "kjv", "wikipedia"])
 def test_offline_corpora_load(source):
-    docs = load_documents(source)
+    docs = load_corpus(source)
     text = "".join(docs)
     assert len(text) > 1_000_000
     assert {"shakespeare": "Hamlet", "kjv": "In the beginning God created", "wikipedia": "Anarchism"}[source] in text

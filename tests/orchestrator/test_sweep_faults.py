@@ -160,7 +160,9 @@ def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_l
 
 
 # ---- 3. a trial that fails before training keeps its reason -------------------------------------
-def test_trials_failing_before_training_record_why_and_are_not_retried(tmp_path, no_ray_left_behind):
+def test_bad_data_stops_the_launch_naming_every_source(tmp_path):
+    """Data is prepared in the driver before any trial starts (issue 14): an unreadable source in
+    any cell refuses the launch with one line per source, and nothing is written."""
     (tmp_path / "empty.txt").write_text(" \n\n \t\n")  # not empty on disk (validation passes), no text in it
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 64)
     (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": 7}}')
@@ -184,24 +186,37 @@ def test_trials_failing_before_training_record_why_and_are_not_retried(tmp_path,
         retries=5,
     )
     out = cli("run", str(f), cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    err = out.stderr
+    assert "3 data source(s) cannot be used" in err and "nothing was launched" in err, err
+    assert "empty.txt: no text" in err and "binary.txt: not UTF-8 text (byte 128)" in err, err
+    assert "tokenizer.json cannot be loaded" in err, err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_trial_whose_data_fails_in_the_trial_records_bad_data(tmp_path):
+    """On a cluster (--address) trials prepare their own data: the trial path still classifies the
+    failure as bad_data with the file named (here through `gatesweep train`, the same trial code)."""
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 64)
+    f = tmp_path / "t.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"size": "tiny"},
+                "train": {"steps": 4, "eval_every": 0, "batch_size": 2},
+                "data": {"source": str(tmp_path / "binary.txt"), "seq_len": 16},
+                "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+                "tracking": {"experiment": "bad"},
+            }
+        )
+    )
+    out = cli("train", str(f), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert retries_in(out) == 0, out.stdout
-    c = store(tmp_path)
-    kids = children(c, "early")
-    assert len(kids) == 4
-    by_src = {
-        (r.data.params.get("data.source") or r.data.tags.get("gatesweep.task"), r.data.tags.get("gatesweep.axis.data.tokenizer")): r
-        for r in kids
-    }
-    failed = [r for r in kids if r.info.status == "FAILED"]
-    assert len(failed) == 3, [(r.info.run_name, r.info.status) for r in kids]
-    for r in failed:
-        reason = r.data.tags["gatesweep.failure_reason"]
-        assert r.data.tags["gatesweep.outcome"] in ("bad_data", "bad_config"), reason
-        assert "worker died" not in reason
-    reasons = " | ".join(r.data.tags["gatesweep.failure_reason"] for r in failed)
-    assert "empty.txt" in reasons and "binary.txt" in reasons and "tokenizer.json cannot be loaded" in reasons, reasons
-    assert sum(r.info.status == "FINISHED" for r in kids) == 1, by_src
+    assert "binary.txt: not UTF-8 text" in out.stdout + out.stderr
+    runs = store(tmp_path).search_runs([store(tmp_path).get_experiment_by_name("bad").experiment_id])
+    assert [r.data.tags["gatesweep.outcome"] for r in runs] == ["bad_data"]
+    assert "binary.txt: not UTF-8 text" in runs[0].data.tags["gatesweep.failure_reason"]
 
 
 # ---- 4. one driver per sweep --------------------------------------------------------------------
