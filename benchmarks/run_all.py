@@ -21,6 +21,7 @@ SCRIPTS = [
     ("trainer_overhead.py", ["--rounds", "3"], ["--rounds", "1", "--steps", "15"]),
     ("sweep_overhead.py", [], ["--trials", "4", "--steps", "150"]),
     ("eval_cost.py", [], []),
+    ("harness_cost.py", [], ["--docs", "5", "--steps", "10"]),
     ("plan_scale.py", [], []),
     ("report_scale.py", [], []),
     ("data_pipeline.py", [], ["--large-mb", "200", "--bpe-mb", "10", "--rounds", "1"]),

@@ -15,15 +15,18 @@ reports it, which trials do, and its roles:
 `end` for those only the final result has, and `step` for the training metrics logged every
 `train.log_every` steps (MLflow only). `needs` says which trials report a metric: ""
 every trial, `gate` gated models only (not `none` nor the G1 controls), `bigram` Bigram-Backcopy
-data, `mmlu`/`ruler`/`ppl` trials that run that benchmark. Families (`ruler_avg/<length>`,
-`mmlu/<subject>`, ...) are registered once by their prefix; a per-layer breakdown
-`<metric>/layer_<i>` inherits its metric's entry.
+data, `tasks`/`ruler`/`ppl` trials that run that benchmark (`tasks`: lm-evaluation-harness tasks,
+named `<task>/<metric>` as the harness names them). Families (`ruler_avg/<length>`,
+`hellaswag/<metric>`, ...) are registered once by their prefix; a per-layer breakdown
+`<metric>/layer_<i>` inherits its metric's entry, and a harness standard error
+`<metric>_stderr` its metric's, with no better direction.
 
 Adding a metric: the probe that computes it, plus one `Metric(...)` line in `REGISTRY`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -32,7 +35,7 @@ from typing import Literal
 Better = Literal["min", "max"] | None
 ROLES = ("headline", "bigram", "progress", "final", "summary")
 WHEN = ("step", "eval", "end")
-NEEDS = ("", "gate", "bigram", "mmlu", "ruler", "ppl")
+NEEDS = ("", "gate", "bigram", "tasks", "ruler", "ppl")
 
 
 @dataclass(frozen=True)
@@ -76,12 +79,18 @@ def _m(
     return Metric(name, label, better, when, needs, frozenset(roles), paper, fmt, prefix)
 
 
+HARNESS_TASKS = ("hellaswag", "mmlu", "arc_easy", "arc_challenge", "piqa", "winogrande", "lambada_openai", "sciq", "gsm8k")
+"""lm-evaluation-harness tasks (orchestrator.evals.harness_data.TASKS); `mmlu_` covers MMLU's groups and subjects."""
+HARNESS_BPB_TASKS = ("hellaswag", "arc_easy", "arc_challenge", "piqa", "sciq")
+
 REGISTRY: tuple[Metric, ...] = (
     _m("val_loss", "loss", "min", "eval", "bigram", "progress", "final", "summary", paper="loss", fmt=".4f"),
     _m("val_ppl", "PPL", "min", "eval", "headline", "final", "summary", paper="PPL"),
     _m("val_bpb", "bpb", "min", "eval", "final", paper="bits per byte"),
-    _m("mmlu_acc", "MMLU", "max", "end", "headline", needs="mmlu", paper="MMLU"),
-    _m("mmlu_acc_macro", "MMLU macro", "max", "end", needs="mmlu", paper="MMLU (macro average)"),
+    _m("hellaswag/acc_norm", "HellaSwag", "max", "end", "headline", needs="tasks", paper="HellaSwag"),
+    _m("mmlu/acc", "MMLU", "max", "end", "headline", needs="tasks", paper="MMLU"),
+    _m("gsm8k/exact_match/strict-match", "GSM8k", "max", "end", "headline", needs="tasks", paper="GSM8k"),
+    _m("lambada_openai/perplexity", "LAMBADA PPL", "min", "end", needs="tasks", paper="LAMBADA perplexity"),
     _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", "summary", paper="F-Attn", fmt=".3f"),
     _m("first_token_attn_uniform", "F-Attn unif.", None, "eval", paper="uniform first-token attention"),
     _m("sink_ratio", "sink", "min", "eval", "headline", "progress", "final", "summary", paper="Sink_0^0.3", fmt=".2f"),
@@ -118,7 +127,10 @@ REGISTRY: tuple[Metric, ...] = (
     _m("train/lr", "lr", None, "step"),
     _m("train/tokens_per_s", "train tok/s", "max", "step"),
     _m("train/tokens_seen", "tokens", None, "step"),
-    _m("mmlu/", "MMLU", "max", "end", needs="mmlu", prefix=True),
+    *(_m(f"{task}/", task, "max", "end", needs="tasks", prefix=True) for task in HARNESS_TASKS),
+    *(_m(f"{task}_bpb/", f"{task} bpb", "min", "end", needs="tasks", prefix=True) for task in HARNESS_BPB_TASKS),
+    _m("mmlu_", "MMLU", "max", "end", needs="tasks", prefix=True),
+    _m("harness/", "harness", None, "end", needs="tasks", prefix=True),
     _m("ruler_avg/", "RULER", "max", "end", "headline", needs="ruler", paper="RULER", prefix=True),
     _m("ruler/", "RULER", "max", "end", needs="ruler", prefix=True),
     _m("ppl/", "PPL", "min", "end", needs="ppl", prefix=True),
@@ -165,8 +177,12 @@ def get(name: str) -> Metric:
 
 
 def lookup(key: str) -> Metric | None:
-    """The entry a logged key belongs to: itself, its metric for `<metric>/layer_<i>`, or its
-    family (longest prefix first); None for a key the registry does not know."""
+    """The entry a logged key belongs to: itself, its metric for `<metric>/layer_<i>` or
+    `<metric>_stderr` (without a better direction), or its family (longest prefix first); None for
+    a key the registry does not know."""
+    if key.endswith("_stderr"):
+        base = lookup(key[: -len("_stderr")])
+        return None if base is None else dataclasses.replace(base, name=key, better=None, roles=frozenset(), prefix=False)
     m = _BY_NAME.get(key)
     if m is not None and not m.prefix:
         return m

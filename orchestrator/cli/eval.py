@@ -1,6 +1,8 @@
-"""`gatesweep eval TARGET --tasks mmlu,ruler,ppl`: benchmark a finished trial and log the results
-into its MLflow run. TARGET is an MLflow run id, a trial's folder (holding model.pt and run.json)
-or a model.pt file. Results are cached per weights hash, so evaluating again is free."""
+"""`gatesweep eval TARGET --tasks hellaswag,mmlu,ruler,ppl`: benchmark a finished trial and log the
+results into its MLflow run. TARGET is an MLflow run id, a trial's folder (holding model.pt and
+run.json) or a model.pt file. Tasks are lm-evaluation-harness tasks (offline data: `eval.tasks`),
+`ruler` (the RULER-style suite) and `ppl` (perplexity sets). Results are cached per weights hash,
+so evaluating again is free."""
 
 from __future__ import annotations
 
@@ -13,19 +15,27 @@ from orchestrator.tracking import names
 
 from .common import UserError, print_table, tracking_uri
 
-TASKS = ("mmlu", "ruler", "ppl")
+OWN = ("ruler", "ppl")
+DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_openai,mmlu,ppl"
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("eval", help="run MMLU / RULER-style / perplexity benchmarks on a finished trial", description=__doc__)
+    p = sub.add_parser(
+        "eval", help="run harness tasks (HellaSwag, MMLU, ...), RULER-style and perplexity on a finished trial", description=__doc__
+    )
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")
-    p.add_argument("--tasks", default="mmlu,ruler,ppl", help="comma-separated: mmlu, ruler, ppl (default: all)")
+    p.add_argument(
+        "--tasks",
+        default=DEFAULT_TASKS,
+        help=f"comma-separated harness tasks, ruler, ppl (default: {DEFAULT_TASKS}; see `gatesweep schema`)",
+    )
     p.add_argument(
         "--limit",
         type=int,
-        help="MMLU: at most N test questions per subject (default: all 14,042); "
+        help="harness tasks: at most N documents per task (default: all); "
         "RULER: N samples per task and length (default: the trial's eval.ruler.samples)",
     )
+    p.add_argument("--num-fewshot", type=int, help="few-shot examples for every harness task (default: each task's harness default)")
     p.add_argument("--ppl-sets", help="comma-separated perplexity sets (default: the trial's eval.ppl_sets, else its own corpus)")
     p.add_argument("--lengths", help="comma-separated RULER context lengths (default: the trial's eval.ruler.lengths)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default as for run)")
@@ -65,34 +75,48 @@ def run(args) -> int:
     from orchestrator.spec.trial import TrialConfig
 
     from ..data import DataUnavailable, build_trial_data
+    from ..evals.harness_data import base_task, data_problem, task_names
     from ..evals.suite import run_benchmarks
     from ..tracking import RunLogger
 
-    tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    bad = [t for t in tasks if t not in TASKS]
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    known = set(task_names())
+    bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
-        raise UserError(f"--tasks: got {args.tasks!r}; allowed: {', '.join(TASKS)} (comma-separated)")
+        raise UserError(f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {_shown_tasks()}")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
+    if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
+        raise UserError(f"--num-fewshot: got {args.num_fewshot}; allowed: 0..64")
+    harness = [t for t in tasks if t not in OWN]
     uri = tracking_uri(args.tracking_uri)
     model_path, run_id = _locate(args.target, uri)
     blob = torch.load(model_path, map_location="cpu", weights_only=True)
-    cfg = TrialConfig.from_dict(blob["config"])
+    saved = blob["config"]
+    if isinstance(saved.get("eval"), dict):
+        saved["eval"].pop("mmlu", None)  # trials trained before eval.tasks replaced eval.mmlu
+    cfg = TrialConfig.from_dict(saved)
     if cfg.data.source == "bigram-backcopy":
         raise UserError(
-            f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; MMLU, RULER and perplexity sets need a text trial"
+            f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets need a text trial"
         )
     ev = cfg.eval
+    for name in harness:  # before the weights are loaded
+        task = base_task(name)
+        problem = data_problem(name, ev.tasks.data, ev.tasks.paths.get(task.dataset) if task else None)
+        if problem:
+            raise UserError(problem)
     ppl_sets = [s for s in (args.ppl_sets or "").split(",") if s] or ev.ppl_sets or [cfg.data.source]
     lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else ev.ruler.lengths
     # the full benchmark unless --limit says otherwise (the trial's own limit was for its quick in-trial run)
     cfg = cfg.replace(
         eval=ev.replace(
             ppl_sets=ppl_sets,
-            mmlu=ev.mmlu.replace(limit=args.limit),
+            tasks=ev.tasks.replace(names=harness, limit=args.limit, num_fewshot=args.num_fewshot),
             ruler=ev.ruler.replace(lengths=lengths, samples=args.limit or ev.ruler.samples),
         )
     )
+    which = tuple(t for t in ("tasks", "ruler", "ppl") if (t == "tasks" and harness) or t in tasks)
     try:
         data = build_trial_data(cfg.data, cfg.train.seed)
     except DataUnavailable as err:
@@ -102,19 +126,25 @@ def run(args) -> int:
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=tasks, progress=lambda line: print(line, flush=True))
+        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=which, progress=lambda line: print(line, flush=True))
     except DataUnavailable as err:
         raise UserError(str(err)) from None
-    headline = {
-        k: v
+    shown = [
+        {"metric": k, "value": v, "stderr": metrics.get(f"{k}_stderr", "")}
         for k, v in metrics.items()
-        if k in ("mmlu_acc", "mmlu_acc_macro", "mmlu/questions", "mmlu/cut_prompts")
-        or k.startswith(("ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))
-    }
-    print_table([{"metric": k, "value": v} for k, v in headline.items()])
+        if (k.split("/")[0] in harness and not k.endswith("_stderr"))
+        or k.startswith(("harness/", "ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))
+    ]
+    print_table(shown)
     if run_id and not args.no_log:
         logger = RunLogger(uri, run_id)
         logger.log_metrics(metrics, step=cfg.train.steps)
         logger.flush(wait=60)
         print(f"logged {len(metrics)} metrics into MLflow run {run_id}")
     return 0
+
+
+def _shown_tasks() -> str:
+    from ..evals.harness_data import MMLU_GROUPS, task_names
+
+    return ", ".join(n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS) + ", mmlu_<subject>"

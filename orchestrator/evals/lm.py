@@ -81,12 +81,27 @@ def score_continuations(
     batch_size: int,
     pad_id: int = 0,
 ) -> tuple[list[float], int]:
-    """Summed log-probability of each continuation given its context.
+    """Summed log-probability of each continuation given its context (see `score_requests`);
+    returns the log-probabilities and the number of requests whose context was cut."""
+    scores, _, n_cut = score_requests(model, requests, max_len=max_len, batch_size=batch_size, pad_id=pad_id)
+    return scores, n_cut
+
+
+def score_requests(
+    model: Model,
+    requests: Sequence[tuple[Sequence[int], Sequence[int]]],
+    *,
+    max_len: int,
+    batch_size: int,
+    pad_id: int = 0,
+) -> tuple[list[float], list[bool], int]:
+    """Summed log-probability of each continuation given its context, and whether every
+    continuation token is the model's greedy (argmax) choice (the harness's `is_greedy`).
 
     `requests`: (context_ids, continuation_ids) pairs of token ids; each context starts with BOS.
     A request whose context + continuation exceeds `max_len` has its context cut from the left,
-    keeping BOS (`left_cut`). Returns the log-probabilities (natural log) in request order and
-    the number of requests whose context was cut. The model sees at most `batch_size` rows of at
+    keeping BOS (`left_cut`). Returns the log-probabilities (natural log) and the greedy flags in
+    request order, and the number of requests whose context was cut. The model sees at most `batch_size` rows of at
     most `max_len - 1` tokens at once; its logits (B, T, V) are the memory peak.
     """
     if batch_size < 1:
@@ -107,6 +122,7 @@ def score_continuations(
         first_pos.append(len(context) - 1)
 
     scores = [0.0] * len(requests)
+    greedy = [False] * len(requests)
     device = model_device(model)
     order = sorted(rows, key=len, reverse=True)
     with eval_mode(model):
@@ -132,12 +148,17 @@ def score_continuations(
             # gather the needed rows before any dtype change: never materialise (B, T, V) twice
             picked_NV = logits_BTV[torch.tensor(row_N, device=logits_BTV.device), torch.tensor(pos_N, device=logits_BTV.device)]
             logp_NV = picked_NV.float().log_softmax(dim=-1)
-            token_logp_N = logp_NV.gather(1, torch.tensor(target_N, device=logp_NV.device)[:, None])[:, 0]
+            targets = torch.tensor(target_N, device=logp_NV.device)
+            owners = torch.tensor(owner_N, device=logp_NV.device)
+            token_logp_N = logp_NV.gather(1, targets[:, None])[:, 0]
             sums = torch.zeros(len(served), dtype=torch.float64, device=logp_NV.device)
-            sums.index_add_(0, torch.tensor(owner_N, device=logp_NV.device), token_logp_N.double())
+            sums.index_add_(0, owners, token_logp_N.double())
+            misses = torch.zeros(len(served), dtype=torch.long, device=logp_NV.device)
+            misses.index_add_(0, owners, (logp_NV.argmax(dim=-1) != targets).long())
             for k, i in enumerate(served):
                 scores[i] = float(sums[k])
-    return scores, n_cut
+                greedy[i] = int(misses[k]) == 0
+    return scores, greedy, n_cut
 
 
 def greedy_generate(
@@ -147,6 +168,7 @@ def greedy_generate(
     max_new_tokens: int,
     max_len: int,
     stop_ids: Sequence[int] = (),
+    stop_when: Callable[[list[int]], bool] | None = None,
     batch_size: int,
     pad_id: int = 0,
 ) -> list[list[int]]:
@@ -154,7 +176,8 @@ def greedy_generate(
 
     Prompts longer than `max_len - max_new_tokens` are cut from the left keeping BOS, so prompt
     plus generation never exceeds `max_len`. A row stops at the first token in `stop_ids` (which
-    is not returned) or after `max_new_tokens`. Returns only the new tokens, in prompt order.
+    is not returned), when `stop_when(new_tokens)` says so (e.g. a stop string appeared; the
+    tokens are returned), or after `max_new_tokens`. Returns only the new tokens, in prompt order.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -191,6 +214,8 @@ def greedy_generate(
                 stopped_B = torch.isin(next_B, stops) if len(stops) else torch.zeros(B, dtype=torch.bool)
                 for b in torch.nonzero(~done_B & ~stopped_B).flatten().tolist():
                     outputs[batch[b]].append(int(next_B[b]))
+                    if stop_when is not None and stop_when(outputs[batch[b]]):
+                        stopped_B[b] = True  # this token is kept; the row generates no more
                 done_B |= stopped_B
                 ids_BT[rows_B, cur_B] = torch.where(done_B, torch.full_like(next_B, pad_id), next_B)
                 if bool(done_B.all()):

@@ -1,4 +1,7 @@
-"""MMLU 5-shot (Hendrycks et al. 2021), exactly as lm-evaluation-harness's default `mmlu` task.
+"""MMLU 5-shot (Hendrycks et al. 2021), exactly as lm-evaluation-harness's default `mmlu` task:
+the in-house reference implementation. Trials and `gatesweep eval` run MMLU through the harness
+itself (`harness`, task `mmlu`); this module is what that path is checked against, prediction for
+prediction (tests/orchestrator/test_harness.py), and documents the template.
 
 The template, checked against EleutherAI/lm-evaluation-harness
 (`lm_eval/tasks/mmlu/default/_default_template_yaml`, the per-subject yaml files such as

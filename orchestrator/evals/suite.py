@@ -1,9 +1,11 @@
-"""End-of-trial benchmarks: MMLU 5-shot, the RULER-style suite and held-out perplexity sets.
+"""End-of-trial benchmarks: lm-evaluation-harness tasks (`harness`), the RULER-style suite and
+held-out perplexity sets.
 
 Results are cached per checkpoint: the key is a hash of the model weights and of the benchmark's
 settings, so evaluating the same weights again (a resumed trial, `gatesweep eval` on a finished
-run) costs nothing. Metric names (MLflow keys and report columns): `mmlu_acc` (micro),
-`mmlu_acc_macro`, `mmlu/<subject>`, `ruler/<task>/<length>`, `ruler_avg/<length>`,
+run) costs nothing. Metric names (MLflow keys and report columns): `<task>/<metric>` and
+`<task>/<metric>_stderr` as the harness names them (`hellaswag/acc_norm`, `mmlu/acc`,
+`mmlu_stem/acc`, `gsm8k/exact_match/strict-match`), `ruler/<task>/<length>`, `ruler_avg/<length>`,
 `ppl/<set>`, `bpb/<set>`, and `eval_time_s/<benchmark>`.
 """
 
@@ -22,7 +24,8 @@ from gatedmodels import RopeConfig, rope_override
 
 from .heldout import perplexity
 
-BENCHMARKS = ("mmlu", "ruler", "ppl")
+BENCHMARKS = ("tasks", "ruler", "ppl")
+HARNESS_VERSION = "lm-eval-0.4.13"
 
 
 def weights_hash(model: torch.nn.Module) -> str:
@@ -80,41 +83,29 @@ def run_benchmarks(
     train_len = trial_cfg.data.seq_len
     tok_id = tokenizer.fingerprint()
 
-    if "mmlu" in which:
-        from .mmlu import run_mmlu
+    if "tasks" in which and ev.tasks.names:
+        from .harness import run_tasks
 
-        m = ev.mmlu
+        t = ev.tasks
 
-        def do_mmlu() -> dict[str, float]:
-            t0 = time.perf_counter()
-            r = run_mmlu(
+        def do_tasks() -> dict[str, float]:
+            return run_tasks(
                 model,
                 tokenizer,
-                source_path=m.path,
-                subjects=m.subjects or None,
-                limit=m.limit,
-                max_len=m.max_len,
-                batch_size=m.batch_size,
+                list(t.names),
+                limit=t.limit,
+                num_fewshot=t.num_fewshot,
+                max_len=t.max_len,
+                batch_size=t.batch_size,
+                data_root=t.data,
+                paths=dict(t.paths),
                 progress=progress,
             )
-            seconds = time.perf_counter() - t0
-            res = {
-                "mmlu_acc": r.accuracy,
-                "mmlu_acc_macro": r.macro_accuracy,
-                "mmlu/questions": r.n_questions,
-                "mmlu/cut_prompts": r.n_cut,
-                "eval_time_s/mmlu": seconds,
-                "mmlu/questions_per_s": r.n_questions / seconds,
-            }
-            res.update({f"mmlu/{subject}": acc for subject, acc in r.per_subject.items()})
-            return res
 
-        res, hit = cached({"kind": "mmlu", "weights": wh, "tok": tok_id, "cfg": m.to_dict()}, do_mmlu)
+        res, hit = cached({"kind": "harness", "version": HARNESS_VERSION, "weights": wh, "tok": tok_id, "cfg": t.to_dict()}, do_tasks)
         out.update(res)
-        say(
-            f"MMLU: accuracy {res['mmlu_acc']:.4f} (macro {res['mmlu_acc_macro']:.4f}) on {int(res['mmlu/questions'])} questions"
-            + (" (cached)" if hit else f" in {res['eval_time_s/mmlu']:.0f} s")
-        )
+        if hit:
+            say(f"harness tasks {', '.join(t.names)}: cached")
 
     if "ruler" in which:
         from .ruler import run_ruler

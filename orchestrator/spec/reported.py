@@ -17,7 +17,7 @@ BIGRAM_METRICS = metrics.names(when="eval", needs="bigram")
 FINAL_METRICS = metrics.names(when="end")
 """Only in the final result: usable by a search whose trials evaluate only at the end."""
 FINAL_PREFIXES = metrics.prefixes(when="end")
-"""mmlu/<subject>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
+"""<harness task>/<metric>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
 
 
 def metric_problem(metric: str) -> str | None:
@@ -48,12 +48,13 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
             f"({train.eval_every}) steps; set train.eval_every: 0, or compare an evaluation metric such as val_loss"
         )
     ev = cfg.eval
-    if metric in ("mmlu_acc", "mmlu_acc_macro") or metric.startswith("mmlu/"):
-        subject = metric[len("mmlu/") :] if metric.startswith("mmlu/") else None
-        if not ev.mmlu.enabled:
-            return "it does not run MMLU (eval.mmlu.enabled)"
-        if subject is not None and ev.mmlu.subjects and subject not in ev.mmlu.subjects:
-            return f"its eval.mmlu.subjects do not include {subject!r}"
+    entry = metrics.lookup(metric)
+    if entry is not None and entry.needs == "tasks" and not metric.startswith("harness/"):
+        task = metric.split("/", 1)[0]
+        names = ev.tasks.names
+        mmlu_run = task.startswith("mmlu") and any(n == "mmlu" or n == task for n in names)
+        if task not in names and not mmlu_run:
+            return f"it does not run the harness task {task!r} (eval.tasks.names)"
     elif metric.startswith(("ruler_avg/", "ruler/")):
         length = metric.rsplit("/", 1)[1]
         if not ev.ruler.enabled or length not in {str(n) for n in ev.ruler.lengths}:

@@ -104,11 +104,11 @@ class TrialConfig(Config):
                     "data.seq_len", f"got {self.data.seq_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})"
                 )
             )
-        if learned and self.eval.mmlu.enabled and self.eval.mmlu.max_len > self.model.max_seq_len:
+        if learned and self.eval.tasks.names and self.eval.tasks.max_len > self.model.max_seq_len:
             out.append(
                 Issue(
-                    "eval.mmlu.max_len",
-                    f"got {self.eval.mmlu.max_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
+                    "eval.tasks.max_len",
+                    f"got {self.eval.tasks.max_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
                 )
             )
         if learned and self.eval.ruler.enabled:
@@ -130,7 +130,7 @@ class TrialConfig(Config):
         if self.eval.probe_sequences > self.eval.batch_size * self.eval.batches:
             out.append(Issue("eval.probe_sequences", f"got {self.eval.probe_sequences}; allowed: <= eval.batches * eval.batch_size"))
         text_only = {
-            "eval.mmlu.enabled": self.eval.mmlu.enabled,
+            "eval.tasks.names": bool(self.eval.tasks.names),
             "eval.ruler.enabled": self.eval.ruler.enabled,
             "eval.ppl_sets": bool(self.eval.ppl_sets),
         }

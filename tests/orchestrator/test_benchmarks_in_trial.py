@@ -1,4 +1,4 @@
-"""MMLU, RULER-style and perplexity sets inside a trial and through `gatesweep eval`."""
+"""Harness tasks, RULER-style and perplexity sets inside a trial and through `gatesweep eval`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def text_trial(**eval_over) -> TrialConfig:
                 "batches": 1,
                 "batch_size": 4,
                 "probe_sequences": 2,
-                "mmlu": {"enabled": True, "subjects": ["abstract_algebra", "virology"], "limit": 3, "max_len": 512, "batch_size": 4},
+                "tasks": {"names": ["mmlu_abstract_algebra", "mmlu_virology", "arc_easy", "arc_easy_bpb"], "limit": 3, "max_len": 512},
                 "ruler": {"enabled": True, "tasks": ["niah_single", "vt"], "lengths": [128, 256], "samples": 2},
                 "ppl_sets": ["kjv"],
                 **eval_over,
@@ -36,8 +36,10 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
     lines = []
     result = run_trial(text_trial(), TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri, progress=lines.append))
     m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
-    assert m["mmlu/questions"] == 6 and 0 <= m["mmlu_acc"] <= 1
-    assert {"mmlu/abstract_algebra", "mmlu/virology"} <= set(m)
+    assert 0 <= m["mmlu_abstract_algebra/acc"] <= 1 and 0 <= m["mmlu_virology/acc"] <= 1 and "mmlu_virology/acc_stderr" in m
+    assert 0 <= m["arc_easy/acc_norm"] <= 1 and m["arc_easy_bpb/bits_per_byte"] > 0
+    # four letters per MMLU question (3 x 2 subjects), the 4 choices of ARC-Easy's first 3 questions, one gold answer each
+    assert m["harness/requests"] == 3 * 4 * 2 + 3 * 4 + 3
     # vt needs 295 tokens with GPT-2's BPE: skipped at 128 and 256, and said so
     assert "ruler/niah_single/128" in m and "ruler/niah_single/256" in m and "ruler/vt/256" not in m
     assert any("vt" in line and "skipped" in line for line in lines)
@@ -48,7 +50,7 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
 
 
 def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):
-    cfg = text_trial(mmlu={"enabled": False}, ruler={"enabled": False}, ppl_sets=[])
+    cfg = text_trial(tasks={"names": []}, ruler={"enabled": False}, ppl_sets=[])
     result = run_trial(cfg, TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
     args = [
         sys.executable,
@@ -57,7 +59,7 @@ def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_
         "eval",
         result.run_id,
         "--tasks",
-        "mmlu,ppl",
+        "mmlu,arc_easy,ppl",
         "--limit",
         "2",
         "--tracking-uri",
@@ -67,24 +69,25 @@ def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_
     ]
     first = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "mmlu_acc" in first.stdout and "ppl/wikipedia" in first.stdout
+    assert "mmlu/acc" in first.stdout and "arc_easy/acc_norm" in first.stdout and "ppl/wikipedia" in first.stdout
     again = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert again.returncode == 0 and "(cached)" in again.stdout
+    assert again.returncode == 0 and "harness tasks mmlu, arc_easy: cached" in again.stdout
     from mlflow.tracking import MlflowClient
 
     m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
-    assert m["mmlu/questions"] == 2 * 57 and "ppl/kjv" in m and "bpb/wikipedia" in m
+    assert m["harness/requests"] >= 4 * 2 * 57 + 2 * 3  # four letters per MMLU question; ARC has 3 to 5 choices
+    assert "mmlu_stem/acc" in m and "mmlu_anatomy/acc" in m and "ppl/kjv" in m and "bpb/wikipedia" in m
     bad = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswag", "--tracking-uri", tracking_uri],
+        [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswagg", "--tracking-uri", tracking_uri],
         capture_output=True,
         text=True,
         cwd=tmp_path,
     )
-    assert bad.returncode == 2 and "--tasks" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "--tasks: got 'hellaswagg'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_benchmarks_need_text(tmp_path):
     from gatedmodels.configerrors import ConfigError
 
-    with pytest.raises(ConfigError, match="eval.mmlu.enabled: needs a text data source"):
-        TrialConfig.from_dict({"data": {"source": "bigram-backcopy"}, "eval": {"mmlu": {"enabled": True}}})
+    with pytest.raises(ConfigError, match="eval.tasks.names: needs a text data source"):
+        TrialConfig.from_dict({"data": {"source": "bigram-backcopy"}, "eval": {"tasks": {"names": ["piqa"]}}})

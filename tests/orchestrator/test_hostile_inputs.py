@@ -151,8 +151,8 @@ FILES: dict[str, tuple] = {
         "search.metric: got 'accuracy'; allowed: val_loss",
     ),
     "search_benchmark_metric_not_run": (
-        SWEEP + "search: {type: optuna, metric: mmlu_acc, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
-        "search.metric: got 'mmlu_acc', which trial",
+        SWEEP + "search: {type: optuna, metric: mmlu/acc, space: {train.lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n",
+        "search.metric: got 'mmlu/acc', which trial",
     ),
     "choice_of_invalid_gate": (
         SWEEP + "search: {type: optuna, space: {model.gate.position: {choice: [G1, G9]}}}\n",
@@ -281,13 +281,14 @@ FILES: dict[str, tuple] = {
         "eval: {ruler: {enabled: true, lengths: [512]}}\n",
         "eval.ruler.lengths[0]: got 512; learned positions allow at most",
     ),
-    "mmlu_unknown_subject": (
-        TEXT + "eval: {mmlu: {enabled: true, subjects: [astrology]}}\n",
-        "eval.mmlu.subjects[0]: got 'astrology'; allowed: abstract_algebra",
+    "task_unknown_subject": (
+        TEXT + "eval: {tasks: {names: [mmlu_astrology]}}\n",
+        "eval.tasks.names[0]: got 'mmlu_astrology'; allowed: hellaswag",
     ),
-    "mmlu_missing_path": (TEXT + "eval: {mmlu: {enabled: true, path: mmlu-data}}\n", "eval.mmlu.path: got"),
-    "mmlu_path_is_a_file": (TEXT + "eval: {mmlu: {enabled: true, path: aux/list.json}}\n", "not a folder"),
-    "mmlu_max_len_zero": (TEXT + "eval: {mmlu: {enabled: true, max_len: 0}}\n", "eval.mmlu.max_len: got 0; allowed: 16..1,048,576"),
+    "task_missing_data_folder": (TEXT + "eval: {tasks: {names: [piqa], data: harness-data}}\n", "eval.tasks.data: got"),
+    "task_data_is_a_file": (TEXT + "eval: {tasks: {names: [piqa], data: aux/list.json}}\n", "not a folder"),
+    "task_max_len_zero": (TEXT + "eval: {tasks: {names: [piqa], max_len: 0}}\n", "eval.tasks.max_len: got 0; allowed: 16..1,048,576"),
+    "eval_mmlu_section_is_gone": (TEXT + "eval: {mmlu: {enabled: true}}\n", "eval.mmlu: unknown key"),
 }
 
 

@@ -45,12 +45,27 @@ def test_entries_are_well_formed_and_named_once():
         assert m.when in registry.WHEN and m.needs in registry.NEEDS, m
         assert m.roles <= set(registry.ROLES), m
         assert m.label and m.format(0.5), m
-        assert m.prefix == m.name.endswith("/"), m
+        assert m.prefix == m.name.endswith(("/", "_")), m  # `mmlu_`: MMLU's groups and subjects, `mmlu_<name>/...`
     for role in registry.ROLES:
         assert registry.names(role) or registry.prefixes(role), f"no metric has role {role}"
     assert set(registry.names("progress")) <= set(registry.names(when="eval")), "progress metrics come with every evaluation"
     assert registry.lookup("first_token_attn/layer_3") is registry.get("first_token_attn")
     assert registry.lookup("ruler_avg/4096").name == "ruler_avg/" and registry.lookup("no_such_metric") is None
+
+
+def test_every_harness_task_has_an_entry_and_stderrs_have_no_direction():
+    from orchestrator.evals.harness_data import task_names
+
+    for name in task_names():
+        metric = f"{name}/bits_per_byte" if name.endswith("_bpb") else f"{name}/acc"
+        entry = registry.lookup(metric)
+        assert entry is not None and entry.needs == "tasks", name
+        assert entry.better == ("min" if name.endswith("_bpb") else "max"), name
+    assert registry.lookup("hellaswag/acc_norm") is registry.get("hellaswag/acc_norm")
+    assert registry.lookup("lambada_openai/perplexity").better == "min"
+    stderr = registry.lookup("hellaswag/acc_norm_stderr")
+    assert stderr.name == "hellaswag/acc_norm_stderr" and stderr.better is None and not stderr.roles
+    assert registry.lookup("mmlu_anatomy/acc").name == "mmlu_" and registry.lookup("gsm8k/exact_match/flexible-extract").name == "gsm8k/"
 
 
 def test_registry_is_torch_free():

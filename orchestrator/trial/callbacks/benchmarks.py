@@ -1,4 +1,4 @@
-"""End-of-trial benchmarks: MMLU, RULER-style and perplexity sets (orchestrator.evals.suite), once,
+"""End-of-trial benchmarks: harness tasks, RULER-style and perplexity sets (orchestrator.evals.suite), once,
 on the final weights, in the main process; their metrics join the final ones."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from orchestrator.trial.callbacks.base import Callback
 
 def selected(ev) -> tuple[str, ...]:
     """The benchmarks an EvalConfig turns on."""
-    return tuple(name for name, on in (("mmlu", ev.mmlu.enabled), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
+    return tuple(name for name, on in (("tasks", bool(ev.tasks.names)), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
 
 
 class Benchmarks(Callback):

@@ -225,8 +225,8 @@ def test_benchmarks_run_the_selected_suite_once_and_join_the_final_metrics(monke
 
     monkeypatch.setattr(suite, "run_benchmarks", fake_suite)
     assert selected(config().eval) == ()
-    on, off = SimpleNamespace(enabled=True), SimpleNamespace(enabled=False)
-    assert selected(SimpleNamespace(mmlu=on, ruler=off, ppl_sets=["kjv"])) == ("mmlu", "ppl")
+    off = SimpleNamespace(enabled=False)
+    assert selected(SimpleNamespace(tasks=SimpleNamespace(names=["piqa"]), ruler=off, ppl_sets=["kjv"])) == ("tasks", "ppl")
     final = {"val_loss": 1.0}
     Benchmarks(config(), Tiny(), SimpleNamespace(tokenizer="tok"), ("ppl",), device="cpu", progress=print).collect_final(final)
     assert calls == [("tok", ("ppl",), print)]
