@@ -321,3 +321,31 @@ def test_a_sweep_whose_corpus_cannot_fill_a_window_is_refused_before_launch(tmp_
     assert out.returncode == 2, out.stdout + out.stderr
     assert "1 data source(s) cannot be used" in out.stderr and "data.seq_len=512" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()
+
+
+def test_a_builder_killed_mid_build_leaves_nothing_that_blocks_the_next(tmp_path, cache):
+    """SIGKILL while tokenizing: the kernel drops the builder's lock, its temporary folder is
+    removed by the next builder, and what that one builds equals an undisturbed build."""
+    import signal
+    import time
+
+    src = tmp_path / "corpus.txt"
+    src.write_text("".join(f"line {i} of a corpus read in tiny blocks\n" for i in range(60_000)))
+    code = (
+        "import orchestrator.data.documents as d\n"
+        "d.READ_CHARS = 16  # tiny reads: a build that lasts long enough to be killed\n"
+        "from orchestrator.data.prepare import DataSettings, prepare\n"
+        f"prepare(DataSettings({str(src)!r}, 'byte', 0.1))\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "GATESWEEP_CACHE": str(cache)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(cache.glob("tokens/*.tmp*")):
+        assert child.poll() is None, "the builder finished before it could be killed"
+        time.sleep(0.05)
+    assert list(cache.glob("tokens/*.tmp*")), "the builder never started writing"
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    p = prepare(DataSettings(str(src), "byte", 0.1), say=lambda m: None)
+    assert p.fresh and not list(cache.glob("tokens/*.tmp*"))
+    text = bytes(p.stream("train").read(0, len(p.stream("train"))).astype(np.uint8)).decode()
+    assert text == "".join(piece.text for piece in split_pieces(str(src), val_fraction=0.1) if not piece.held_out)
