@@ -83,7 +83,9 @@ def run(args) -> int:
     known = set(task_names())
     bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
-        raise UserError(f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {_shown_tasks()}")
+        raise UserError(
+            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {_shown_tasks()}"
+        )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
