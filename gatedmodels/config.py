@@ -173,6 +173,9 @@ class MoEConfig(Config):
     """Renormalise the top-k routing probabilities to sum to 1."""
     aux_loss_coef: float = 0.01
     """Weight of the Switch-style load-balancing loss added to the training loss."""
+    impl: Literal["grouped", "loop"] = "grouped"
+    """`grouped`: tokens sorted by expert, all experts in two grouped matmuls; `loop`: one
+    matmul per expert (the reference; the same outputs to fp32 rounding)."""
 
     def problems(self) -> list[Issue]:
         out = []

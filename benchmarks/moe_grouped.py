@@ -1,0 +1,74 @@
+"""MoE layer forward + backward: the token-sorted batched path (`moe.impl: grouped`) against the
+per-expert loop (`loop`, the reference), tokens/s side by side in alternating rounds.
+
+Goal (issue 18): >= 3x at E 64, top-8, d_model 256, expert width 128 on CPU. Also printed: the
+`moe-15a2b` layer shape (128 experts, top-8, d_model 2048, expert width 768) when --big is given
+(minutes on a CPU; the GPU check runs it on a GPU).
+
+    python benchmarks/moe_grouped.py [--tokens 4096] [--rounds 5] [--big]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from common import interleaved, ratios, result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokens", type=int, default=4096)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--big", action="store_true")
+    args = p.parse_args()
+    import torch
+
+    from gatedmodels.config import ModelConfig
+    from gatedmodels.layers import MoE
+
+    shapes = [("E64 top-8 d256 h128", 64, 8, 256, 128)]
+    if args.big:
+        shapes.append(("moe-15a2b layer: E128 top-8 d2048 h768", 128, 8, 2048, 768))
+    for label, E, K, D, H in shapes:
+        cfg = ModelConfig.from_dict(
+            {
+                "d_model": D,
+                "n_layers": 1,
+                "n_heads": 8,
+                "n_kv_heads": 8,
+                "vocab_size": 128,
+                "moe": {"n_experts": E, "top_k": K, "expert_dim": H},
+            }
+        )
+        torch.manual_seed(0)
+        layer = MoE(cfg)
+        x = torch.randn(1, args.tokens, D, requires_grad=True)
+
+        def step(impl: str, layer=layer, x=x):
+            def run() -> None:
+                layer.impl = impl
+                layer.zero_grad(set_to_none=True)
+                layer(x).square().mean().backward()
+
+            return run
+
+        times = interleaved({"loop": step("loop"), "grouped": step("grouped")}, rounds=args.rounds, reps=2, warmup=1)
+        speedup = 1 / ratios(times, "loop")["grouped"]
+        loop_tps = args.tokens / min(times["loop"])
+        print(
+            f"{label}: loop {loop_tps:,.0f} tokens/s, grouped {args.tokens / min(times['grouped']):,.0f} tokens/s (fwd+bwd, {args.tokens} tokens)"
+        )
+        result(
+            f"MoE grouped / loop tokens/s, {label}, CPU",
+            round(speedup, 2),
+            ">= 3" if not label.startswith("moe-15a2b") else "(context)",
+            speedup >= 3,
+        )
+
+
+if __name__ == "__main__":
+    main()
