@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import torch
 import torch.nn.functional as F
@@ -118,11 +118,11 @@ class _ContiguousGrad(torch.autograd.Function):
     rejects the expanded gradients that e.g. `.sum()` produces)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
         return grad.contiguous()
 
 
@@ -146,7 +146,11 @@ class MoE(nn.Module):
         self.top_k, self.norm_topk, self.impl = m.top_k, m.norm_topk_prob, m.impl
         self.router = nn.Linear(cfg.d_model, m.n_experts, bias=False)
         self.experts = nn.ModuleList(SwiGLU(cfg.d_model, m.expert_dim) for _ in range(m.n_experts))
+        self.hidden = m.expert_dim
         self.aux_loss = torch.zeros(())
+
+    def _swiglus(self) -> list[SwiGLU]:
+        return [e for e in self.experts if isinstance(e, SwiGLU)]
 
     def forward(self, x_BTD: torch.Tensor) -> torch.Tensor:
         B, T, D = x_BTD.shape
@@ -165,16 +169,15 @@ class MoE(nn.Module):
         return out_ND.view(B, T, D)
 
     def _grouped_mm_ok(self, x: torch.Tensor) -> bool:
-        hidden = self.experts[0].w2.in_features
-        aligned = (x.shape[-1] * x.element_size()) % 16 == 0 and (hidden * x.element_size()) % 16 == 0
-        return x.is_cuda and hasattr(torch, "_grouped_mm") and aligned
+        aligned = (x.shape[-1] * x.element_size()) % 16 == 0 and (self.hidden * x.element_size()) % 16 == 0
+        return bool(x.is_cuda and hasattr(torch, "_grouped_mm") and aligned)
 
     def _grouped(self, x_ND: torch.Tensor, weights_NK: torch.Tensor, experts_NK: torch.Tensor, counts_E: torch.Tensor) -> torch.Tensor:
         K = experts_NK.shape[1]
         order_M = experts_NK.flatten().argsort(stable=True)  # M = N*K assignments, grouped by expert
         token_M = order_M // K
-        w13_EDH = torch.stack([e.w13.weight for e in self.experts]).transpose(1, 2)  # (E, D, 2·hidden)
-        w2_EHD = torch.stack([e.w2.weight for e in self.experts]).transpose(1, 2)  # (E, hidden, D)
+        w13_EDH = torch.stack([e.w13.weight for e in self._swiglus()]).transpose(1, 2)  # (E, D, 2·hidden)
+        w2_EHD = torch.stack([e.w2.weight for e in self._swiglus()]).transpose(1, 2)  # (E, hidden, D)
         x_MD = x_ND[token_M]
         if self._grouped_mm_ok(x_ND):  # segments of the sorted rows, one per expert
             offs_E = counts_E.cumsum(0).to(torch.int32)
@@ -193,10 +196,10 @@ class MoE(nn.Module):
 
     def _loop(self, x_ND: torch.Tensor, weights_NK: torch.Tensor, experts_NK: torch.Tensor) -> torch.Tensor:
         out_ND = torch.zeros_like(x_ND)
-        for e in range(len(self.experts)):
+        for e, expert in enumerate(self._swiglus()):
             token_idx, slot = (experts_NK == e).nonzero(as_tuple=True)
             if token_idx.numel() == 0:
                 continue
-            y = self.experts[e](x_ND[token_idx]) * weights_NK[token_idx, slot, None].to(x_ND.dtype)
+            y = expert(x_ND[token_idx]) * weights_NK[token_idx, slot, None].to(x_ND.dtype)
             out_ND.index_add_(0, token_idx, y)
         return out_ND
