@@ -24,6 +24,7 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=4096)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--big", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (bf16 on cuda)")
     args = p.parse_args()
     import torch
 
@@ -45,14 +46,17 @@ def main() -> None:
             }
         )
         torch.manual_seed(0)
-        layer = MoE(cfg)
-        x = torch.randn(1, args.tokens, D, requires_grad=True)
+        dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+        layer = MoE(cfg).to(args.device, dtype)
+        x = torch.randn(1, args.tokens, D, device=args.device, dtype=dtype, requires_grad=True)
 
         def step(impl: str, layer=layer, x=x):
             def run() -> None:
                 layer.impl = impl
                 layer.zero_grad(set_to_none=True)
                 layer(x).square().mean().backward()
+                if args.device == "cuda":
+                    torch.cuda.synchronize()
 
             return run
 

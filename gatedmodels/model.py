@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .config import ModelConfig, RopeConfig
 from .gates import build_gate_slots, gate_score_features
@@ -99,6 +100,8 @@ class GatedTransformer(nn.Module):
         self.blocks = ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.checkpoint_blocks = False
+        """Recompute each block's activations in backward (activation checkpointing) when training."""
         self.reset_parameters()
 
     @torch.no_grad()
@@ -122,12 +125,16 @@ class GatedTransformer(nn.Module):
             if self.cfg.max_seq_len < T:
                 raise ValueError(f"sequence length {T} exceeds max_seq_len {self.cfg.max_seq_len} of learned positions")
             x_BTD = x_BTD + self.pos_embed.weight[:T]
+        recompute = self.checkpoint_blocks and self.training and probe is None and torch.is_grad_enabled()
         for block in self.blocks:
             rec = None
             if probe is not None:
                 rec = LayerProbe()
                 probe.layers.append(rec)
-            x_BTD = block(x_BTD, rec)
+            if recompute:
+                x_BTD = checkpoint(block, x_BTD, None, use_reentrant=False)
+            else:
+                x_BTD = block(x_BTD, rec)
         x_BTD = self.norm(x_BTD)
         return self.lm_head(x_BTD) if self.lm_head is not None else F.linear(x_BTD, self.embed.weight)
 

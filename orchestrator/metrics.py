@@ -121,6 +121,7 @@ REGISTRY: tuple[Metric, ...] = (
     _m("loss_spikes", "spikes", "min", "end", "headline", "final", "summary", paper="loss spikes"),
     _m("tokens_per_s", "tok/s", "max", "end", "headline", "final", "summary", paper="throughput"),
     _m("train_time_s", "train s", None, "end"),
+    _m("first_step_s", "first step s", None, "end"),
     _m("train/loss", "train loss", "min", "step", paper="training loss"),
     _m("train/loss_max", "train loss max", "min", "step"),
     _m("train/grad_norm", "grad norm", None, "step"),

@@ -74,6 +74,16 @@ class TrainConfig(Config):
     """Newest checkpoints kept on disk."""
     threads: int = 0
     """Torch CPU threads; 0: the CPUs given to the trial."""
+    compile: bool = False
+    """torch.compile the model (through DeepSpeed's engine.compile, so checkpoints keep their
+    names); its first-step compile time is logged as `compile_time_s`. Falls back to eager with a
+    warning where the compiler cannot run."""
+    activation_checkpointing: Literal["none", "blocks"] = "none"
+    """`blocks`: recompute each transformer block's activations in the backward pass (less
+    memory per token, about one more forward of compute)."""
+    adamw: Literal["auto", "fused", "foreach", "loop"] = "auto"
+    """AdamW implementation: torch's choice for the device, the fused kernel, the multi-tensor
+    (foreach) one, or the per-parameter loop. The same update to rounding."""
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
     """Loss-spike detection."""
 

@@ -31,5 +31,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 def optimizer(model: torch.nn.Module, train) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over `param_groups` with the warmup-cosine schedule (DeepSpeed steps both)."""
-    opt = torch.optim.AdamW(param_groups(model, train.weight_decay), lr=train.lr, betas=tuple(train.betas))
+    impl = {"auto": {}, "fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}[getattr(train, "adamw", "auto")]
+    opt = torch.optim.AdamW(param_groups(model, train.weight_decay), lr=train.lr, betas=tuple(train.betas), **impl)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(train))

@@ -103,6 +103,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def compile_engine(engine) -> None:
+    """torch.compile the engine's module in place (parameter names unchanged). A compiler that
+    cannot run (no C++ toolchain, an unsupported op) falls back to eager with one warning."""
+    import warnings
+
+    import torch._dynamo
+
+    torch._dynamo.config.suppress_errors = True  # a compile failure runs the frame eagerly instead of failing the trial
+    try:
+        engine.compile()
+    except Exception as err:  # DeepSpeed and dynamo raise many types; the trial still trains
+        warnings.warn(f"train.compile: torch.compile is unavailable here ({type(err).__name__}: {err}); training eagerly", stacklevel=2)
+
+
 def build(cfg: TrialConfig, world: int = 1) -> Built:
     """Data, model, optimizer and DeepSpeed engine. Each stage's failure is classified
     (outcomes.classify): bad data and configs DeepSpeed refuses are permanent, not retried."""
@@ -122,6 +136,9 @@ def build(cfg: TrialConfig, world: int = 1) -> Built:
         ds_json = cfg.deepspeed.to_json(cfg.train, on_gpu=device.type == "cuda", world_size=world)
         engine, _, _, _ = import_deepspeed().initialize(model=model, optimizer=opt, lr_scheduler=scheduler, config=ds_json)
         load_weights_only(engine)
+        model.checkpoint_blocks = cfg.train.activation_checkpointing == "blocks"
+        if cfg.train.compile:
+            compile_engine(engine)
     with _stage("data"):
         val_batches = data.val_batches(cfg.eval.batches, cfg.eval.batch_size)
     return Built(data, model_cfg, engine, ds_json, val_batches, device)

@@ -1,5 +1,6 @@
 """Training speed: `train/tokens_per_s` over each log window, and the trial's `tokens_per_s` and
-`train_time_s`. A step's time is its whole `Trainer.advance` (forward, backward, optimizer and
+`train_time_s`, and `first_step_s` (step 1, which holds torch.compile's compilation when
+`train.compile` is on). A step's time is its whole `Trainer.advance` (forward, backward, optimizer and
 per-step callbacks), not evaluations or checkpoints; the final rate leaves out step 1, which pays
 one-off allocation and thread start-up."""
 
@@ -39,3 +40,4 @@ class Speed(Callback):
         timed_s = t.train_s - self.timed_from[0] if self.timed_from else 0.0
         metrics["tokens_per_s"] = (t.tokens_seen - self.timed_from[1]) / timed_s if timed_s else t.tokens_seen / max(t.train_s, 1e-9)
         metrics["train_time_s"] = t.train_s
+        metrics["first_step_s"] = self.timed_from[0] if self.timed_from else t.train_s  # includes torch.compile's compile
