@@ -25,6 +25,8 @@ SCRIPTS = [
     ("plan_scale.py", [], []),
     ("report_scale.py", [], []),
     ("data_pipeline.py", [], ["--large-mb", "200", "--bpe-mb", "10", "--rounds", "1"]),
+    ("moe_grouped.py", [], ["--rounds", "2"]),
+    ("compile_speed.py", [], ["--rounds", "2"]),
     ("gpu_mfu.py", [], []),
 ]
 
