@@ -1,12 +1,13 @@
 """Cells every rendering of a `Comparison` shares (tables_*.py, html.py): axis headers, mean ± std,
-confidence intervals, deltas, p values, state counts and the header lines."""
+intervals (bootstrap and Student's t), deltas, p values (raw and Holm-adjusted), the power and
+seeds-needed line of each comparison, state counts and the header lines."""
 
 from __future__ import annotations
 
 from .comparison import Comparison
 from .metrics import FIRST_TOKEN, decimals, fmt
 from .records import GATE_AXIS
-from .seedstats import Delta, Stat
+from .seedstats import ALPHA, MAX_SEEDS, TARGET_POWER, Delta, Stat
 
 DASH = "–"
 
@@ -31,6 +32,22 @@ def ci_text(stat: Stat) -> str:
     return f"[{fmt(stat.lo, d)}, {fmt(stat.hi, d)}]"
 
 
+def boot_text(stat: Stat) -> str:
+    """The 95% percentile bootstrap interval of the mean, `[lo, hi]`."""
+    if stat.mean is None or stat.boot_lo is None or stat.boot_hi is None:
+        return DASH
+    d = decimals(stat.mean)
+    return f"[{fmt(stat.boot_lo, d)}, {fmt(stat.boot_hi, d)}]"
+
+
+def delta_boot_text(delta: Delta, base: Stat | None) -> str:
+    """The bootstrap interval of the mean paired difference, `[lo, hi]`."""
+    if delta.boot_lo is None or delta.boot_hi is None:
+        return DASH
+    d = decimals(base.mean) if base is not None and base.mean is not None else decimals(delta.diff)
+    return f"[{fmt(delta.boot_lo, d)}, {fmt(delta.boot_hi, d)}]"
+
+
 def p_text(p: float | None) -> str:
     if p is None:
         return DASH
@@ -47,6 +64,67 @@ def delta_text(delta: Delta | None, base: Stat | None, *, relative: bool = True)
     return text
 
 
+def p_pair_text(delta: Delta, sep: str = ", ") -> str:
+    """`p 0.014, Holm 0.042` (`p –` without a test)."""
+    if delta.p is None:
+        return f"p {DASH}"
+    return f"p {p_text(delta.p)}{sep}Holm {p_text(delta.p_holm)}"
+
+
+def _seeds(k: int | None) -> str:
+    return str(k) if k is not None else f">{MAX_SEEDS}"
+
+
+def seeds_cell(delta: Delta | None) -> str:
+    """Seeds for 80% power at α 0.05 / at Holm's α/m, with the power now: `2/3 (1.00)`; `–`
+    without a test."""
+    if delta is None or delta.power is None:
+        return DASH
+    holm = f"/{_seeds(delta.seeds_needed_holm)}" if delta.power_holm is not None else ""
+    return f"{_seeds(delta.seeds_needed)}{holm} ({delta.power:.2f})"
+
+
+def seeds_line(comp: Comparison, row, metric: str) -> str | None:
+    """One sentence per comparison: Δ with its bootstrap interval, p and Holm p, the power of
+    the paired test with the seeds there are, and the seeds 80% power would take, at α 0.05 and
+    at α/m (the level Holm's method holds the smallest of the table's m p values to)."""
+    d = row.deltas.get(metric)
+    if d is None or row.baseline is None:
+        return None
+    base = row.baseline.stats.get(metric)
+    head = f"{row.label(comp.axes)} vs {row.baseline.label(comp.axes)}, {metric}: Δ {delta_text(d, base)}"
+    if d.n_pairs < 2:
+        seeds = f"{d.n_pairs} paired seed" + ("" if d.n_pairs == 1 else "s")
+        return f"{head}; {seeds}: no test, no interval; at least 2 seeds are needed (3 or more to judge the power)."
+    head += f", 95% bootstrap {delta_boot_text(d, base)}"
+    if d.p is None or d.power is None:
+        return f"{head}; the {d.n_pairs} paired differences are identical: no variation, no test."
+    verdict = "significant" if d.significant else "not significant"
+    text = f"{head}; p {p_text(d.p)}, Holm {p_text(d.p_holm)} ({verdict} at {ALPHA:g} over {comp.n_tests} tests)"
+    text += f"; {TARGET_POWER:.0%} power takes {_seeds(d.seeds_needed)} seeds at α {ALPHA:g} (power with {d.n_pairs}: {d.power:.2f})"
+    if d.power_holm is None or comp.n_tests < 2:
+        need = d.seeds_needed
+    else:
+        text += f", {_seeds(d.seeds_needed_holm)} at α/{comp.n_tests} (power with {d.n_pairs}: {d.power_holm:.2f})"
+        need = d.seeds_needed_holm
+    if need is None:
+        return f"{text}: the Δ is small against its spread."
+    if need <= d.n_pairs:
+        return f"{text}: enough seeds."
+    return f"{text}: run {need} seeds before trusting this Δ."
+
+
+def seeds_lines(comp: Comparison) -> list[str]:
+    """`seeds_line` of every comparison in the Δ table, row by row."""
+    out = []
+    for row in comp.rows:
+        for m in comp.metrics:
+            line = seeds_line(comp, row, m.key)
+            if line:
+                out.append(line)
+    return out
+
+
 def status_counts(comp: Comparison) -> str:
     return ", ".join(f"{n} {s}" for s, n in comp.state_counts().items()) or "no runs"
 
@@ -59,8 +137,12 @@ def header_lines(comp: Comparison) -> list[str]:
     ]
     seeds = ", ".join(comp.seed_axes) or "none (one run per configuration)"
     lines.append(f"rows: configurations; seeds grouped over {seeds}. Values: mean ± std over finished seeds (n); final values of each run.")
+    lines.append("Intervals: 95% percentile bootstrap of the mean over seeds (exact for ≤ 6 seeds); Student's t in report.csv.")
     if comp.has_baseline:
-        lines.append("Δ: against the gate-`none` row with the other axes equal; p: paired t-test over matching seeds.")
+        lines.append(
+            "Δ: against the gate-`none` row with the other axes equal; p: paired t-test over matching seeds, "
+            f"Holm-adjusted over the {comp.n_tests} tests of the Δ table; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
+        )
     if comp.uniform_first_token is not None and any(m.key == FIRST_TOKEN for m in comp.metrics):
         lines.append(f"{FIRST_TOKEN} under uniform attention: {comp.uniform_first_token:.3f}.")
     return lines

@@ -96,6 +96,8 @@ class Comparison:
     """Runs of a seed cell that has a newer or finished run."""
     uniform_first_token: float | None = None
     """What uniform attention would give for first_token_attn (the reference line)."""
+    n_tests: int = 0
+    """Paired tests in the Δ table: the family Holm's correction adjusts over."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

@@ -3,7 +3,8 @@
 CSS is inline, every plot is inlined as a base64 `data:image/png` URI, and there is no script at
 all, so the file can be mailed, archived, or shown by MLflow's artifact viewer (which renders
 HTML artifacts in a sandboxed frame). The tables are those of `dashboards.tables`: mean ± std
-with the 95% CI in each cell's tooltip and in its own table, deltas with paired-test p values,
+with both 95% intervals in each cell's tooltip and the bootstrap one in its own table, deltas
+with paired-test p values (raw and Holm-adjusted), the seeds-needed line of each comparison,
 main effects, and every run that did not finish.
 """
 
@@ -16,7 +17,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cells import DASH, axis_headers, ci_text, delta_text, header_lines, mean_std, p_text, status_counts
+from .cells import (
+    DASH,
+    axis_headers,
+    boot_text,
+    ci_text,
+    delta_boot_text,
+    delta_text,
+    header_lines,
+    mean_std,
+    p_text,
+    seeds_cell,
+    seeds_lines,
+    status_counts,
+)
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -40,6 +54,8 @@ td.status-ok{color:#2f7a3b}
 figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}
 figure img{display:block;max-width:100%;height:auto;border:1px solid #e2e8f0}
 figcaption{font-size:12px;color:#4a5568;max-width:720px;margin-top:4px}
+h3{font-size:15px;margin:18px 0 6px}
+ul.seeds{font-size:13px;margin:4px 0 8px;padding-left:20px} ul.seeds li{margin:2px 0}
 footer{margin-top:32px;font-size:11px;color:#718096}
 """
 
@@ -99,7 +115,7 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
         cells.append(("status-bad" if bad else "status-ok", esc(row.status), ""))
         for m in comp.metrics:
             st = row.stats[m.key]
-            title = f"n={st.n}; 95% CI {ci_text(st)}" if st.mean is not None else ""
+            title = f"n={st.n}; 95% bootstrap {boot_text(st)}; Student's t {ci_text(st)}" if st.mean is not None else ""
             text = esc(mean_std(st))
             best = m.key in row.best
             cells.append(("num best" if best else "num", f"<strong>{text}</strong>" if best else text, title))
@@ -120,14 +136,17 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             "",
             [("", esc(axis_text(r.axes[p])), "") for p in comp.axes]
             + [("num", str(r.n), "")]
-            + [("num", esc(ci_text(r.stats[m.key])), "") for m in comp.metrics],
+            + [("num", esc(boot_text(r.stats[m.key])), f"Student's t: {ci_text(r.stats[m.key])}") for m in comp.metrics],
         )
         for r in comp.rows
     ]
     parts += [
-        '<section id="ci"><h2>95% confidence intervals of the mean</h2>',
+        '<section id="ci"><h2>95% intervals of the mean (percentile bootstrap over seeds)</h2>',
         _table(header, rows, "table-ci"),
-        '<p class="legend">mean ± t(0.975, n−1)·std/√n over finished seeds; none for n &lt; 2.</p></section>',
+        '<p class="legend">2.5th and 97.5th percentiles of the means of the seeds resampled with replacement (every '
+        "resample for ≤ 6 seeds): inside the values' range, never below 0 for a non-negative metric, but close to that "
+        "range with 2–3 seeds. Hover a cell for Student's t interval, mean ± t(0.975, n−1)·std/√n. None for n &lt; 2."
+        "</p></section>",
     ]
 
     # deltas
@@ -143,14 +162,22 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
                 if d is None:
                     cells.append(("num", DASH, ""))
                     continue
-                p = f'<span class="sig">p {esc(p_text(d.p))}</span>' if d.p is not None and d.p < 0.05 else f"p {esc(p_text(d.p))}"
-                cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", f"t={d.t:.3f}" if d.t is not None else ""))
+                ptext = f"p {esc(p_text(d.p))}" + (f" · Holm {esc(p_text(d.p_holm))}" if d.p_holm is not None else "")
+                p = f'<span class="sig">{ptext}</span>' if d.significant else ptext
+                tip = f"95% bootstrap {delta_boot_text(d, row.baseline.stats[m.key])}"
+                tip += f"; t={d.t:.3f}; seeds for 80% power (power now): {seeds_cell(d)}" if d.t is not None else ""
+                cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", tip))
             rows.append(("", cells))
         parts += [
             '<section id="deltas"><h2>Δ against the baseline (gate none, other axes equal)</h2>',
             _table(header, rows, "table-deltas"),
             '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
-            "rows finished (none with fewer than 2 pairs); p &lt; 0.05 in green.</p></section>",
+            f"rows finished (none with fewer than 2 pairs); Holm: p adjusted by Holm's method over the {comp.n_tests} tests "
+            "of this table; in green when significant at 0.05 after it. Hover a cell for the bootstrap interval of Δ.</p>",
+            '<h3 id="seeds">Seeds needed</h3><p class="legend">Power of the two-sided paired t-test at α 0.05 to detect the '
+            "observed Δ (its mean over its standard deviation) with the seeds there are, and the seeds it would take for 80% "
+            "power: run more seeds before trusting a row whose power is low.</p>",
+            '<ul class="seeds">' + "".join(f"<li>{esc(line)}</li>" for line in seeds_lines(comp)) + "</ul></section>",
         ]
 
     # main effects

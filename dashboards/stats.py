@@ -5,12 +5,17 @@
   cell: when a cell has several runs (a re-launch, a `--rerun`), the newest finished one counts
   and the others are listed as superseded, never dropped silently.
 - **Statistics** over the finished seeds of a row, per metric: mean, sample standard deviation
-  (ddof 1), and the 95% confidence interval of the mean, mean ± t(0.975, n-1)·std/√n (Student's
-  t; none for n < 2).
+  (ddof 1), the 95% percentile bootstrap interval of the mean (inside the values' range, so
+  never below 0 for a non-negative metric) and the Student's t interval, mean ± t(0.975,
+  n-1)·std/√n (none for n < 2); see `seedstats`.
 - **Delta** against the baseline row: the row with gate `none` and every other non-seed axis
   equal (the paper's baseline, REFERENCE §2). Δ = mean(row) - mean(baseline), relative Δ in %
-  of the baseline, and a paired t-test over the seeds both rows finished (two-sided, as
-  scipy.stats.ttest_rel; needs at least 2 pairs and some variation in the differences).
+  of the baseline, the bootstrap interval of the mean paired difference, and a paired t-test
+  over the seeds both rows finished (two-sided, as scipy.stats.ttest_rel; needs at least 2 pairs
+  and some variation in the differences). The p values of the whole Δ table (every row and
+  metric that has one) are one family, adjusted by **Holm**'s method (`Delta.p_holm`); each test
+  also has its power to detect the observed Δ and the **seeds needed** for 80% power, at α 0.05
+  and at α/m, the level the correction holds the smallest of the m p values to.
 - **Best** per column: the lowest (or highest) mean among rows, per the metric's direction
   (`dashboards.metrics`); metrics with no better side (the gate score) mark nothing.
 - **Main effects** per axis: for each level, the metric averaged over the configurations at that
@@ -30,7 +35,7 @@ import math
 from .comparison import Comparison, Effect, Row
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
 from .records import BASELINE_GATE, GATE_AXIS, RunRecord, SweepRuns, finite
-from .seedstats import Delta, Stat, describe, paired, t_quantile, t_two_sided_p
+from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
 
 __all__ = [
     "Comparison",
@@ -38,8 +43,10 @@ __all__ = [
     "Effect",
     "Row",
     "Stat",
+    "apply_holm",
     "compare",
     "describe",
+    "holm",
     "is_seed_axis",
     "main_effects",
     "paired",
@@ -111,6 +118,8 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
                 d = paired(row.stats[m.key], row.baseline.stats[m.key])
                 if d is not None:
                     row.deltas[m.key] = d
+    tests = [d for row in rows for d in row.deltas.values() if d.p is not None]
+    apply_holm(tests)
     _mark_best(rows, specs)
     uniform = [r.metrics[UNIFORM_FIRST_TOKEN] for row in rows for r in row.counted.values() if finite(r.metrics.get(UNIFORM_FIRST_TOKEN))]
     return Comparison(
@@ -124,6 +133,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
         unfinished=sorted(unfinished, key=lambda r: r.name),
         superseded=sorted(superseded, key=lambda r: r.name),
         uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
+        n_tests=len(tests),
     )
 
 

@@ -84,10 +84,15 @@ def latex(comp: Comparison) -> str:
                     "--"
                     if d is None
                     else tex(delta_text(d, row.baseline.stats[m.key], relative=False))
-                    + (rf" {{\scriptsize($p$={p_text(d.p)})}}" if d.p is not None else "")
+                    + (rf" {{\scriptsize($p$={p_text(d.p)}, Holm {p_text(d.p_holm)})}}" if d.p is not None else "")
                 )
             body.append(cells)
         lines += [""] + _tex_table(
-            tex(f"Sweep {s.name}: Δ against the gate-none baseline; p: paired t-test over seeds."), header, body, len(comp.axes)
+            tex(
+                f"Sweep {s.name}: Δ against the gate-none baseline; p: paired t-test over seeds, Holm: adjusted over the {comp.n_tests} tests."
+            ),
+            header,
+            body,
+            len(comp.axes),
         )
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from .cells import DASH, ci_text, delta_text, header_lines, mean_std, p_text
+from .cells import DASH, boot_text, delta_text, header_lines, mean_std, p_pair_text, seeds_lines
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -41,7 +41,7 @@ def comparison_cells(comp: Comparison, bold: Callable[[str], str]) -> tuple[list
 
 def ci_cells(comp: Comparison) -> tuple[list[str], list[list[str]]]:
     header = list(comp.axes) + ["n"] + [m.key for m in comp.metrics]
-    body = [[axis_text(r.axes[p]) for p in comp.axes] + [str(r.n)] + [ci_text(r.stats[m.key]) for m in comp.metrics] for r in comp.rows]
+    body = [[axis_text(r.axes[p]) for p in comp.axes] + [str(r.n)] + [boot_text(r.stats[m.key]) for m in comp.metrics] for r in comp.rows]
     return header, body
 
 
@@ -55,7 +55,11 @@ def delta_cells(comp: Comparison) -> tuple[list[str], list[list[str]]]:
         cells.append(str(max((d.n_pairs for d in row.deltas.values()), default=0)))
         for m in comp.metrics:
             d = row.deltas.get(m.key)
-            cells.append(DASH if d is None else f"{delta_text(d, row.baseline.stats[m.key])}, p {p_text(d.p)}")
+            if d is None:
+                cells.append(DASH)
+                continue
+            text = f"{delta_text(d, row.baseline.stats[m.key])}, {p_pair_text(d)}"
+            cells.append(f"**{text}**" if d.significant else text)
         body.append(cells)
     return header, body
 
@@ -83,14 +87,20 @@ def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
     h, b = comparison_cells(comp, lambda t: f"**{t}**")
     lines += _md_table(h, b, [False] * (n_axes + 2) + [True] * len(comp.metrics))
     lines += ["", "**bold**: best per column. n: finished seeds. status: `ok` when every seed finished.", ""]
-    lines += ["## 95% confidence intervals of the mean (Student's t)", ""]
+    lines += ["## 95% intervals of the mean (percentile bootstrap over seeds)", ""]
     h, b = ci_cells(comp)
     lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
     h, b = delta_cells(comp)
     if b:
         lines += ["", "## Δ against the baseline (gate `none`, other axes equal)", ""]
         lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
-        lines += ["", "Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both finished."]
+        lines += [
+            "",
+            "Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both finished; Holm: p adjusted "
+            f"by Holm's method over the {comp.n_tests} tests of this table (**bold**: significant at 0.05 after it).",
+        ]
+        lines += ["", "## Seeds needed (power of the paired t-test to detect the observed Δ at α 0.05)", ""]
+        lines += [f"- {ln}" for ln in seeds_lines(comp)]
     for axis in comp.effects:
         lines += ["", f"## Main effect of `{comp.axis_title(axis)}` (mean over the other axes)", ""]
         h, b = effect_cells(comp, axis)

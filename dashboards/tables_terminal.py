@@ -4,9 +4,10 @@ then the deltas against the baseline, the main effects and the runs that did not
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
-from .cells import DASH, axis_headers, delta_text, header_lines, mean_std, p_text
+from .cells import DASH, axis_headers, delta_text, header_lines, mean_std, p_text, seeds_cell
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -53,8 +54,6 @@ def _terminal_grid(header: list[str], body: list[list[str]], n_fixed: int, width
 
 def terminal(comp: Comparison, width: int = 100) -> str:
     """The comparison for a terminal of `width` columns."""
-    import textwrap
-
     heads = axis_headers(comp.axes)
     lines = []
     for ln in header_lines(comp):
@@ -69,22 +68,41 @@ def terminal(comp: Comparison, width: int = 100) -> str:
             cells.append(text + ("*" if m.key in row.best else ""))
         body.append(cells)
     lines += _terminal_grid(header, body, len(comp.axes) + 2, width)
-    lines.append("* best per column; ± std over seeds. 95% CIs: report.md / report.html.")
+    lines.append("* best per column; ± std over seeds. 95% bootstrap intervals: report.md / report.html.")
 
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
-        lines += ["", "Δ vs gate none (same other axes); p: paired t-test over matching seeds"]
+        lines += [""] + textwrap.wrap(
+            f"Δ vs gate none (same other axes); p: paired t-test over matching seeds, [Holm-adjusted over the {comp.n_tests} "
+            "tests of this table]; + : significant at 0.05 after Holm",
+            width,
+        )
         header = [heads[p] for p in comp.axes] + ["pairs"] + [m.label for m in comp.metrics]
-        body = []
+        body, seeds = [], []
         for row in drows:
             cells = [axis_text(row.axes[p]) for p in comp.axes]
             pairs = max((d.n_pairs for d in row.deltas.values()), default=0)
             cells.append(str(pairs))
+            need = [*cells]
             for m in comp.metrics:
                 d = row.deltas.get(m.key)
-                cells.append(DASH if d is None else f"{delta_text(d, row.baseline.stats[m.key], relative=False)} p={p_text(d.p)}")
+                if d is None:
+                    cells.append(DASH)
+                else:
+                    holm = f" [{p_text(d.p_holm)}]" if d.p_holm is not None else ""
+                    cells.append(
+                        f"{delta_text(d, row.baseline.stats[m.key], relative=False)} p={p_text(d.p)}{holm}" + ("+" if d.significant else "")
+                    )
+                need.append(seeds_cell(d))
             body.append(cells)
+            seeds.append(need)
         lines += _terminal_grid(header, body, len(comp.axes) + 1, width)
+        lines += [""] + textwrap.wrap(
+            f"seeds for 80% power to detect the observed Δ: at α 0.05 / at α/{comp.n_tests} (Holm's strictest level); "
+            "in brackets the power at α 0.05 with the seeds there are",
+            width,
+        )
+        lines += _terminal_grid(header, seeds, len(comp.axes) + 1, width)
 
     for axis, effects in comp.effects.items():
         lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
@@ -97,8 +115,6 @@ def terminal(comp: Comparison, width: int = 100) -> str:
 
 
 def _problem_lines(comp: Comparison, width: int) -> list[str]:
-    import textwrap
-
     out = []
     if comp.unfinished:
         out += ["", "not finished:"]

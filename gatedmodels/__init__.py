@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import Any
 
 from . import presets  # noqa: F401  (registers the size presets)
-from .config import POSITIONS, PRESETS, GateConfig, ModelConfig, MoEConfig, RopeConfig
+from .config import ATTENTION_KINDS, POSITIONS, PRESETS, AttentionConfig, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .configclass import Config
 from .configerrors import ConfigError, Issue
 
@@ -26,6 +26,7 @@ _LAZY = {
     "gate_statistics": "probes",
     "massive_activations": "probes",
     "sink_ratio": "probes",
+    "sink_slot_mass": "probes",
     "uniform_first_token_attention": "probes",
     "value_norm_ratio_at_bos": "probes",
 }
@@ -39,4 +40,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'gatedmodels' has no attribute {name!r}")
 
 
-__all__ = ["POSITIONS", "PRESETS", "Config", "ConfigError", "GateConfig", "Issue", "ModelConfig", "MoEConfig", "RopeConfig", *_LAZY]
+__all__ = [
+    "ATTENTION_KINDS",
+    "POSITIONS",
+    "PRESETS",
+    "AttentionConfig",
+    "Config",
+    "ConfigError",
+    "GateConfig",
+    "Issue",
+    "ModelConfig",
+    "MoEConfig",
+    "RopeConfig",
+    *_LAZY,
+]

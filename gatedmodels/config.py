@@ -17,6 +17,10 @@ from .configerrors import ConfigError, Issue
 from .dicts import deep_merge
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
+ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")
+"""The attention-sink remedies of `AttentionConfig.kind` (modules in `gatedmodels.attention_kinds`)."""
+SINK_KINDS = ("softmax1", "learned_sink", "key_bias")
+"""Kinds that add one extra softmax slot (a sink logit or a learned key with a zero value)."""
 PRESETS: dict[str, Callable[[], ModelConfig]] = {}
 """Size presets by name, registered by `gatedmodels.presets` (imported with the package)."""
 Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
@@ -132,6 +136,49 @@ class GateConfig(Config):
 
 
 @dataclass(kw_only=True, frozen=True)
+class AttentionConfig(Config):
+    """The attention normalisation: plain softmax, or one of the attention-sink remedies.
+
+    Every kind keeps the layer's projections, QK-norm, RoPE and gates; it changes only how the
+    scores q k^T / sqrt(d) of the causal keys become weights (see `gatedmodels.attention_kinds`).
+    """
+
+    kind: Literal["softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias"] = "softmax"
+    """`softmax`: the baseline (fused SDPA). `softmax1`: softmax with an extra zero logit
+    (off-by-one). `learned_sink`: an extra learned logit s_h per query head (gpt-oss's attention
+    sinks). `key_bias`: an extra learned key k*_h per KV head with a zero value (Gu et al. 2024).
+    `softpick`: ReLU(e^x - 1) / sum |e^x - 1| (Zuhri et al. 2025). `sigmoid`: sigmoid(x + b), not
+    normalised (Gu et al. 2024). softpick and sigmoid materialise the (T x T) scores."""
+    sink_init: float = 0.0
+    """`learned_sink`: the initial value of every sink logit s_h."""
+    sigmoid_bias: float = 0.0
+    """`sigmoid`: the fixed bias b added to every score (Gu et al. use 0; Ramapuram et al. -log T)."""
+    softpick_eps: float = 1e-6
+    """`softpick`: epsilon of the denominator."""
+
+    def problems(self) -> list[Issue]:
+        out: list[Issue] = []
+        if self.softpick_eps <= 0:
+            out.append(Issue("softpick_eps", f"got {self.softpick_eps}; allowed: > 0"))
+        return out
+
+    def normalized(self) -> AttentionConfig:
+        """Fields that do not apply to `kind` reset to their defaults (two configs that build the
+        same model compare equal, so sweep cells dedupe)."""
+        default = AttentionConfig()
+        return AttentionConfig(
+            kind=self.kind,
+            sink_init=self.sink_init if self.kind == "learned_sink" else default.sink_init,
+            sigmoid_bias=self.sigmoid_bias if self.kind == "sigmoid" else default.sigmoid_bias,
+            softpick_eps=self.softpick_eps if self.kind == "softpick" else default.softpick_eps,
+        )
+
+    @property
+    def label(self) -> str:
+        return self.kind
+
+
+@dataclass(kw_only=True, frozen=True)
 class RopeConfig(Config):
     """Rotary position embedding, with optional YaRN scaling for contexts beyond training length."""
 
@@ -230,6 +277,8 @@ class ModelConfig(Config):
     """Mixture-of-experts settings; `moe.n_experts: 0` keeps the FFN dense."""
     gate: GateConfig = field(default_factory=GateConfig)
     """The gated-attention variant."""
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    """The attention normalisation (softmax, or an attention-sink remedy); composes with `gate`."""
 
     def problems(self) -> list[Issue]:
         out = []
@@ -242,6 +291,16 @@ class ModelConfig(Config):
             out.append(Issue("n_kv_heads", f"got {self.n_kv_heads}; must divide n_heads ({self.n_heads})"))
         if self.position_encoding == "rope" and self.head_dim % 2:
             out.append(Issue("head_dim", f"got {self.head_dim}; RoPE needs an even head_dim"))
+        gate = self.gate
+        if self.attention.kind in SINK_KINDS and gate.position == "G1" and gate.kind == "rmsnorm":
+            out.append(
+                Issue(
+                    "attention.kind",
+                    f"{self.attention.kind!r} scales each head's output by (1 - its sink share), and the per-head RMSNorm "
+                    "of gate.kind 'rmsnorm' at G1 divides that scale out: the model would be softmax + rmsnorm; "
+                    f"allowed with gate.kind 'rmsnorm': {', '.join(k for k in ATTENTION_KINDS if k not in SINK_KINDS)}",
+                )
+            )
         if self.size != "custom" and self.size not in PRESETS:
             out.append(Issue("size", f"got {self.size!r}; allowed: custom, {', '.join(PRESETS)}"))
         return out

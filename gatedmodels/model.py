@@ -5,13 +5,13 @@ S gate score features, V vocabulary.
 
 Block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x)); FFN is SwiGLU or MoE.
 Attention: one fused projection X [Wq | Wk | Wv | Wg] -> per-head q, k, v (+ gate scores),
-QK-norm, gates G4/G3/G2, RoPE, causal SDPA, gate G1, o_proj, gate G5.
+QK-norm, gates G4/G3/G2, RoPE, causal attention of `cfg.attention.kind` (softmax: fused SDPA;
+see `attention_kinds`), gate G1, o_proj, gate G5.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 
 import torch
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from .attention_kinds import build_attention_kind
 from .config import ModelConfig, RopeConfig
 from .gates import build_gate_slots, gate_score_features
 from .layers import ModuleList, MoE, RMSNorm, Rotary, SwiGLU
@@ -37,6 +38,8 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.d, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.rotary = Rotary(self.d, cfg.rope) if cfg.position_encoding == "rope" else nn.Identity()
         self.gates = build_gate_slots(cfg)
+        self.kernel = build_attention_kind(cfg)
+        """softmax (fused SDPA) or an attention-sink remedy; its parameters sit under `kernel.`."""
 
     def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
         B, T, D = x_BTD.shape
@@ -52,25 +55,13 @@ class Attention(nn.Module):
         k_BKTd = self.rotary(k_BTKd).transpose(1, 2)
         v_BKTd = v_BTKd.transpose(1, 2)
         if rec is None:
-            y_BHTd = F.scaled_dot_product_attention(q_BHTd, k_BKTd, v_BKTd, is_causal=True, enable_gqa=self.K != self.H)
+            y_BHTd = self.kernel(q_BHTd, k_BKTd, v_BKTd)
         else:
-            y_BHTd = self._explicit_attention(q_BHTd, k_BKTd, v_BKTd, rec)
+            y_BHTd = self.kernel.explicit(q_BHTd, k_BKTd, v_BKTd, rec)
             rec.values = v_BTKd.detach().float()
         y_BTHd = gates["G1"](y_BHTd.transpose(1, 2), scores_BTS, rec)
         out_BTD = self.wo(y_BTHd.reshape(B, T, self.H * self.d))
         return gates["G5"](out_BTD.unsqueeze(2), scores_BTS, rec).squeeze(2)
-
-    def _explicit_attention(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
-        """The probe path: softmax(q k^T / sqrt(d) + causal mask) materialised and recorded."""
-        T = q_BHTd.shape[2]
-        rep = self.H // self.K
-        k_BHTd = k_BKTd.repeat_interleave(rep, dim=1)
-        v_BHTd = v_BKTd.repeat_interleave(rep, dim=1)
-        logits_BHTS = (q_BHTd @ k_BHTd.transpose(-1, -2)).float() / math.sqrt(self.d)
-        causal = torch.ones(T, T, dtype=torch.bool, device=q_BHTd.device).tril()
-        probs_BHTS = logits_BHTS.masked_fill(~causal, float("-inf")).softmax(dim=-1)
-        rec.attn = probs_BHTS.detach()
-        return probs_BHTS.to(v_BHTd.dtype) @ v_BHTd
 
 
 class Block(nn.Module):
@@ -113,6 +104,7 @@ class GatedTransformer(nn.Module):
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, std=self.cfg.init_std)
         for block in self.blocks:
+            block.attn.kernel.reset_parameters()
             S = block.attn.S
             if S:
                 nn.init.normal_(block.attn.wqkv.weight[-S:], std=self.cfg.gate.init_std)
@@ -167,6 +159,10 @@ class GatedTransformer(nn.Module):
             n += block.attn.S * block.attn.wqkv.in_features
             n += sum(p.numel() for p in block.attn.gates.parameters())
         return n
+
+    def attention_params(self) -> int:
+        """Parameters the attention kind adds (learned_sink: a logit per head; key_bias: a key per KV head)."""
+        return sum(p.numel() for block in self.blocks for p in block.attn.kernel.parameters())
 
     def active_params(self) -> int:
         """Parameters used per token (MoE: only top_k of n_experts), for FLOP estimates."""

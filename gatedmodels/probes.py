@@ -4,6 +4,9 @@
 (recomputed explicitly; training uses fused SDPA and pays nothing), value vectors, gate values
 and the layer output. The functions below reduce them to numbers (REFERENCE §3):
 
+- attention weights are those of the layer's attention kind (`gatedmodels.attention_kinds`):
+  softmax rows sum to 1; a sink slot's share is recorded apart (`sink_slot_mass`); softpick rows sum
+  to at most 1 and sigmoid rows are not normalised;
 - first-token attention (Qiu et al. Table 4 "F-Attn"): A[i, 0] averaged over query positions
   i >= 1 (query 0 can only attend to itself), over samples and heads, per layer, then over layers;
 - Gu et al. 2024's Sink_k^eps (sail-sg/Attention-Sink `eval_sink_open_source.py`): per
@@ -29,7 +32,9 @@ class LayerProbe:
     """What one layer recorded during a probe pass (all tensors detached, float32)."""
 
     attn: torch.Tensor | None = None
-    """Attention probabilities (B, H, T, S)."""
+    """Attention weights on the real keys (B, H, T, S), in the attention kind's own normalisation."""
+    sink: torch.Tensor | None = None
+    """The weight of the extra sink slot (B, H, T) of softmax1 / learned_sink / key_bias, else None."""
     values: torch.Tensor | None = None
     """Value vectors after any G2 gate (B, T, K, d)."""
     gate: torch.Tensor | None = None
@@ -47,6 +52,10 @@ class ProbeResult:
         return [layer.attn for layer in self.layers if layer.attn is not None]
 
     @property
+    def sinks(self) -> list[torch.Tensor]:
+        return [layer.sink for layer in self.layers if layer.sink is not None]
+
+    @property
     def outputs(self) -> list[torch.Tensor]:
         return [layer.output for layer in self.layers if layer.output is not None]
 
@@ -62,6 +71,16 @@ class ProbeResult:
 def first_token_attention(attn: list[torch.Tensor]) -> tuple[float, list[float]]:
     """Attention on key 0 over queries i >= 1: (mean over layers, per-layer means over heads)."""
     per_layer = [float(a[:, :, 1:, 0].float().mean()) for a in attn]
+    return sum(per_layer) / len(per_layer), per_layer
+
+
+def sink_slot_mass(sinks: list[torch.Tensor]) -> tuple[float, list[float]] | None:
+    """The share of attention a sink slot absorbs (softmax1's zero logit, a learned sink logit, a
+    learned key), over queries i >= 1 as in `first_token_attention`: (mean over layers, per layer).
+    None for attention kinds without a slot. It is sink mass not counted in first-token attention."""
+    if not sinks:
+        return None
+    per_layer = [float(s[:, :, 1:].float().mean()) for s in sinks]
     return sum(per_layer) / len(per_layer), per_layer
 
 

@@ -15,7 +15,7 @@ reports it, which trials do, and its roles:
 `end` for those only the final result has, and `step` for the training metrics logged every
 `train.log_every` steps (MLflow only). `needs` says which trials report a metric: ""
 every trial, `gate` gated models only (not `none` nor the G1 controls), `bigram` Bigram-Backcopy
-data, `tasks`/`ruler`/`ppl` trials that run that benchmark (`tasks`: lm-evaluation-harness tasks,
+data, `slot` models whose attention kind has a sink slot (softmax1, learned_sink, key_bias), `tasks`/`ruler`/`ppl` trials that run that benchmark (`tasks`: lm-evaluation-harness tasks,
 named `<task>/<metric>` as the harness names them). Families (`ruler_avg/<length>`,
 `hellaswag/<metric>`, ...) are registered once by their prefix; a per-layer breakdown
 `<metric>/layer_<i>` inherits its metric's entry, and a harness standard error
@@ -35,7 +35,7 @@ from typing import Literal
 Better = Literal["min", "max"] | None
 ROLES = ("headline", "bigram", "progress", "final", "summary")
 WHEN = ("step", "eval", "end")
-NEEDS = ("", "gate", "bigram", "tasks", "ruler", "ppl")
+NEEDS = ("", "gate", "bigram", "slot", "tasks", "ruler", "ppl")
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,15 @@ REGISTRY: tuple[Metric, ...] = (
     _m("lambada_openai/perplexity", "LAMBADA PPL", "min", "end", needs="tasks", paper="LAMBADA perplexity"),
     _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", "summary", paper="F-Attn", fmt=".3f"),
     _m("first_token_attn_uniform", "F-Attn unif.", None, "eval", paper="uniform first-token attention"),
+    _m(
+        "sink_slot_mass",
+        "sink slot",
+        None,
+        "eval",
+        needs="slot",
+        paper="attention on a sink slot (softmax1, learned sink, key bias)",
+        fmt=".3f",
+    ),
     _m("sink_ratio", "sink", "min", "eval", "headline", "progress", "final", "summary", paper="Sink_0^0.3", fmt=".2f"),
     _m("max_activation", "M-Act", "min", "eval", "headline", "final", "summary", paper="M-Act"),
     _m("max_activation/peak", "M-Act peak", "min", "eval", paper="largest activation"),

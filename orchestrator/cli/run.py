@@ -73,13 +73,29 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from ..tracking import redact_uri
 
     print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
-    print(f"compare: gatesweep report {spec.name}" + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
+    print_browse_lines(spec.name, uri, outcome, args.tracking_uri)
     if outcome.interrupted:
         print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)
         return 130
     if outcome.error:
         print(f"gatesweep: the sweep stopped early: {outcome.error}; `gatesweep resume {spec.name}` continues it", file=sys.stderr)
     return 1 if outcome.failed else 0
+
+
+def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -> None:
+    """Where to look next: the report written at the end, the runs table in the MLflow UI (on
+    `gatesweep ui`'s default address for a local store), `gatesweep report`."""
+    from ..tracking import redact_uri, scheme_of, views
+
+    flag = f" --tracking-uri {explicit_uri}" if explicit_uri else ""
+    if outcome.report_dir is not None:
+        print(f"report: {outcome.report_dir / 'report.html'} (and under report/ on the parent run)")
+    if outcome.experiment_id:
+        remote = scheme_of(uri) in ("http", "https")
+        base = redact_uri(uri) if remote else "http://127.0.0.1:5000"
+        how = "" if remote else f"`gatesweep ui --sweep {name}{flag}`, then "
+        print(f"runs table: {how}{views.runs_url(base, outcome.experiment_id, name)}")
+    print(f"compare: gatesweep report {name}{flag}")
 
 
 def run(args) -> int:

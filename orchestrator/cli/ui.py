@@ -1,9 +1,13 @@
 """`gatesweep ui`: the MLflow UI on 127.0.0.1 over the same store as `run` and `report`.
 
 Starts `mlflow server` bound to 127.0.0.1 (one worker, background job execution off, so it
-answers in seconds), waits until it answers, and prints the URL of the sweep's experiment and
-parent run (whose `report/` artifacts hold the comparison written by `gatesweep report`).
-Ctrl-C stops the server it started, by process group. Never creates a store.
+answers in seconds), waits until it answers, and prints, per sweep, the URL of its runs table
+(MLflow's model-training runs page in the sweep's saved view: every trial listed by name, the
+varied axes and the headline metrics as columns, the chart view laid out) and of its parent
+run's comparison report (`report/report.html`, written at the sweep's end and by `gatesweep
+report`). Ctrl-C stops the server it started, by process group. Never creates a store; for a
+sweep launched before saved views existed it adds the view and the experiment's kind tag (the
+UI's own settings; a store that refuses the write still gets its URLs).
 """
 
 from __future__ import annotations
@@ -91,15 +95,59 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 
 
 def sweep_links(uri: str, sweep: str | None) -> list[tuple[str, str, str]]:
-    """(label, experiment id, parent run id) of the named sweep, or of the newest few sweeps."""
+    """(label, experiment id, parent run id) of the named sweep, or of the newest few sweeps;
+    each sweep's experiment marked as model training and its saved view in place."""
     from dashboards.store import experiment_ids, find_parent, open_client, sweep_parents
 
     cl = open_client(uri)
     if sweep:
         run, _ = find_parent(cl, sweep)
-        return [(sweep, run.info.experiment_id, run.info.run_id)]
-    newest = sweep_parents(cl, experiment_ids(cl))
-    return [(name, run.info.experiment_id, run.info.run_id) for name, run in newest.items()][:10]
+        parents = [(sweep, run)]
+    else:
+        parents = list(sweep_parents(cl, experiment_ids(cl)).items())[:10]
+    for name, run in parents:
+        ensure_view(cl, name, run)
+    return [(name, run.info.experiment_id, run.info.run_id) for name, run in parents]
+
+
+def ensure_view(cl, sweep: str, parent) -> None:
+    """Mark the sweep's experiment as model training and give it the sweep's saved view when it
+    has none (sweeps launched before gatesweep wrote them); a store that refuses is left as is."""
+    from ..tracking import names, search_all, views
+
+    exp_id = parent.info.experiment_id
+    try:
+        exp = cl.get_experiment(exp_id)
+        views.mark_training_experiment(cl, exp)
+        if views.view_tag(sweep) in (exp.tags or {}):
+            return
+        pid = parent.info.run_id
+        members = search_all(cl, [exp_id], views.member_filter(sweep, pid))
+        flt = views.member_filter(sweep, pid) if members else views.children_filter(pid)
+        trials = members or search_all(cl, [exp_id], views.children_filter(pid))
+        params = parent.data.params
+        axes = [p for key in (names.SWEEP_AXES_PARAM, names.SWEEP_SPACE_PARAM) for p in params.get(key, "-").split(",") if p and p != "-"]
+        logged = {k for r in trials for k in r.data.metrics}
+        views.write_sweep_view(
+            cl, exp_id, sweep, search_filter=flt, axes=list(dict.fromkeys(axes)), logged=logged, runs=max(10, len(trials))
+        )
+    except Exception as err:  # read-only or older store: the URLs still work, with MLflow's defaults
+        print(
+            f"gatesweep: warning: could not write the saved view of sweep {sweep!r} ({type(err).__name__}); "
+            "the runs table opens with MLflow's default columns",
+            file=sys.stderr,
+        )
+
+
+def print_links(base: str, links: list[tuple[str, str, str]]) -> None:
+    """Per sweep: its runs table and its parent run's comparison report."""
+    from ..tracking import names, views
+
+    for name, exp_id, run_id in links:
+        print(f"  sweep {name}, runs table: {views.runs_url(base, exp_id, name)}", flush=True)
+        print(f"    parent run, comparison report: {views.run_url(base, exp_id, run_id, f'{names.REPORT_DIR}/report.html')}", flush=True)
+    if not links:
+        print("  no sweeps in this store yet", flush=True)
 
 
 def run(args) -> int:
@@ -112,6 +160,14 @@ def run(args) -> int:
     uri = tracking_uri(args.tracking_uri)
     if scheme_of(uri) in ("http", "https"):
         print(f"the store is already an MLflow server: open {redact_uri(uri)}")
+        try:
+            remote = sweep_links(uri, args.sweep)
+        except StoreError as err:
+            raise UserError(str(err)) from None
+        except Exception as err:  # unreachable: the server's address is all there is to say
+            print(f"  (its sweeps could not be listed: {type(err).__name__})")
+            return 0
+        print_links(redact_uri(uri), remote)
         return 0
     try:
         check_store(uri)
@@ -137,14 +193,7 @@ def run(args) -> int:
             print("gatesweep: error: the MLflow server did not start:\n  " + "\n  ".join(tail), file=sys.stderr)
             return 1
         print(f"MLflow UI: {base}", flush=True)
-        for name, exp_id, run_id in links:
-            print(
-                f"  sweep {name}: {base}/#/experiments/{exp_id}   (parent run, report/ artifacts: "
-                f"{base}/#/experiments/{exp_id}/runs/{run_id})",
-                flush=True,
-            )
-        if not links:
-            print("  no sweeps in this store yet", flush=True)
+        print_links(base, links)
         print("Ctrl-C stops the server.", flush=True)
         proc.wait()
         print(f"gatesweep: the MLflow server exited with status {proc.returncode}; log: {log.name}", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 Metric names are stable (they are MLflow keys and report columns):
   val_loss, val_ppl, val_bpb; first_token_attn (+ /layer_i) and first_token_attn_uniform;
+  sink_slot_mass (+ /layer_i): the share a sink slot absorbs (attention kinds softmax1,
+  learned_sink, key_bias), sink mass that first_token_attn does not count;
   sink_ratio (+ /layer_i); max_activation (the paper's M-Act: per-layer max |h| averaged over
   layers), max_activation/peak, max_activation/ratio (max over median), max_activation/layer_i;
   gate_score_mean, gate_frac_below_1e-2, gate_frac_below_1e-3 (+ /layer_i); value_norm_bos_ratio;
@@ -24,6 +26,7 @@ from gatedmodels import (
     gate_statistics,
     massive_activations,
     sink_ratio,
+    sink_slot_mass,
     uniform_first_token_attention,
     value_norm_ratio_at_bos,
 )
@@ -113,6 +116,10 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
         metrics.update(_per_layer("sink_ratio", sink_layers))
         metrics.update(_per_layer("max_activation", acts.max_per_layer))
         metrics.update(_per_layer("value_norm_bos_ratio", vratio_layers))
+        slot = sink_slot_mass(probe.sinks)
+        if slot is not None:  # softmax1 / learned_sink / key_bias: sink mass outside first-token attention
+            metrics["sink_slot_mass"] = slot[0]
+            metrics.update(_per_layer("sink_slot_mass", slot[1]))
         gates = gate_statistics(probe.gates)
         hist = None
         if gates is not None:

@@ -1,6 +1,11 @@
 """The MLflow side of a sweep: the parent run, one child run per trial created before launch (for
 grid sweeps), the payload each trial receives, and, at the end, every trial's outcome read back
-from the store (the source of truth) with the runs settled that no trial code could settle."""
+from the store (the source of truth) with the runs settled that no trial code could settle.
+
+What the MLflow UI shows is set up here too: the parent's description links the comparison
+report and the runs table, and the sweep's saved view lists this launch's trials (every one
+carries `names.member_tag(sweep) = <parent id>`, the ones it reused included) with its axes and
+headline metrics as columns (`orchestrator.tracking.views`)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, search_all
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, search_all, views
 
 
 def finished_runs(uri: str, experiment: str) -> dict[str, object]:
@@ -67,6 +72,7 @@ def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri
         names.DRIVER_TAG: driver,
     }
     parent = cl.create_run(exp_id, run_name=spec.name, tags=tags).info.run_id
+    cl.set_tag(parent, names.NOTE_TAG, views.parent_note(spec.description, exp_id, parent, spec.name))
     logger = RunLogger(uri, parent)
     e = expansion
     logger.log_params(
@@ -119,7 +125,23 @@ class SweepRuns:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.source != (self.dir / "sweep.yaml").resolve():
             shutil.copyfile(self.source, self.dir / "sweep.yaml")
+        views.write_sweep_view(
+            cl,
+            exp_id,
+            self.spec.name,
+            search_filter=views.member_filter(self.spec.name, parent),
+            axes=self.view_axes(),
+            runs=self.view_runs(),
+        )
         return parent
+
+    def view_axes(self) -> list[str]:
+        """The axes the runs table shows: the varying grid axes, then Optuna's sampled ones."""
+        return [*self.expansion.varying, *(p for p in self.spec.search.space if p not in self.expansion.varying)]
+
+    def view_runs(self) -> int:
+        """Runs each chart compares: every trial of the launch."""
+        return max(10, len(self.expansion.trials) * max(1, self.spec.search.num_samples if self.spec.search.type == "optuna" else 1))
 
     def prepare_trials(self, parent: str) -> list[TrialPayload]:
         """Skip finished hashes, (re)use or create child runs; return the payloads to launch."""
@@ -135,6 +157,7 @@ class SweepRuns:
                 row.run_id, row.status, row.metrics = run.info.run_id, "skipped", dict(run.data.metrics)
                 if run.data.tags.get(names.PARENT_TAG) != parent:
                     cl.set_tag(run.info.run_id, names.also_in_tag(self.spec.name), parent)
+                cl.set_tag(run.info.run_id, names.member_tag(self.spec.name), parent)
                 continue
             payloads.append(self._payload(t, parent, cl, exp_id, row))
         save_state(self.dir, self.state)
@@ -164,6 +187,7 @@ class SweepRuns:
                 names.CONFIG_HASH_TAG: t.config_hash,
                 names.TRIAL_NAME_TAG: t.name,
                 names.PARENT_TAG: parent,
+                names.member_tag(self.spec.name): parent,
                 **{names.axis_tag(k): str(v) for k, v in t.axes.items()},
             }
             run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
@@ -184,7 +208,7 @@ class SweepRuns:
             workers=res.workers_per_trial,
             cpus=res.cpus_per_worker,
             gpus=res.gpus_per_worker,
-            tags={names.axis_tag(k): str(v) for k, v in t.axes.items()},
+            tags={names.member_tag(self.spec.name): parent, **{names.axis_tag(k): str(v) for k, v in t.axes.items()}},
             judged_by=self.judged_by(),
         )
 

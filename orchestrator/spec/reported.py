@@ -14,6 +14,9 @@ GATE_METRICS = metrics.names(when="eval", needs="gate")
 """The same, but only by gated models (not by `none` or the G1 controls)."""
 BIGRAM_METRICS = metrics.names(when="eval", needs="bigram")
 """The same, but only on bigram-backcopy data."""
+SLOT_METRICS = metrics.names(when="eval", needs="slot")
+"""The same, but only by attention kinds with a sink slot (softmax1, learned_sink, key_bias)."""
+SLOT_KINDS = ("softmax1", "learned_sink", "key_bias")
 FINAL_METRICS = metrics.names(when="end")
 """Only in the final result: usable by a search whose trials evaluate only at the end."""
 FINAL_PREFIXES = metrics.prefixes(when="end")
@@ -22,10 +25,10 @@ FINAL_PREFIXES = metrics.prefixes(when="end")
 
 def metric_problem(metric: str) -> str | None:
     """Why `metric` is not a metric trials report, or None (whether each trial reports it: `_reports`)."""
-    if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
+    if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + SLOT_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
         return None
     return (
-        f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS)}; or, reported "
+        f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + SLOT_METRICS)}; or, reported "
         f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}"
     )
 
@@ -37,6 +40,9 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
     if metric in GATE_METRICS:
         gated = cfg.model.gate.position != "none" and cfg.model.gate.kind == "gate"
         return None if gated else f"its model has no gate ({cfg.model.gate.label}), so it reports no {metric}"
+    if metric in SLOT_METRICS:
+        kind = cfg.model.attention.kind
+        return None if kind in SLOT_KINDS else f"its attention kind ({kind}) has no sink slot"
     if metric in BIGRAM_METRICS:
         return None if cfg.data.source == "bigram-backcopy" else f"its data ({cfg.data.source}) is not bigram-backcopy"
     train = cfg.train

@@ -7,14 +7,17 @@
   experiments and the one paginator, `search_all`;
 - `logger`: `RunLogger`, the buffered, retrying, no-duplicate metric logger;
 - `outcomes`: how a trial ends (the failure model);
-- `provenance`: package versions and git state recorded with each run.
+- `provenance`: package versions and git state recorded with each run;
+- `views`: what the MLflow UI shows: the experiment's kind (model training), each sweep's saved
+  view of its runs table and charts, the URLs gatesweep prints;
+- `inputs`: the data set of a trial as an MLflow dataset input.
 
 Everything importers use is re-exported here: `from orchestrator.tracking import client`.
 """
 
 from __future__ import annotations
 
-from . import names
+from . import inputs, names, views
 from .logger import MAX_PARAM_LEN, RunLogger, StoreCalls
 from .provenance import git_state, package_versions
 from .state import STATES, RunState, run_outcome, run_state
@@ -53,6 +56,7 @@ __all__ = [
     "file_store_path",
     "get_or_create_experiment",
     "git_state",
+    "inputs",
     "names",
     "package_versions",
     "quoted",
@@ -64,4 +68,5 @@ __all__ = [
     "search_all",
     "sqlite_path",
     "sqlite_uri",
+    "views",
 ]

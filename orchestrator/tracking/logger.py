@@ -165,6 +165,11 @@ class RunLogger(StoreCalls):
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._call(lambda: self.client.log_artifact(self.run_id, str(path), artifact_path))
 
+    def log_inputs(self, datasets: list) -> None:
+        """MLflow dataset inputs (`orchestrator.tracking.inputs`); MLflow keeps one per dataset."""
+        if datasets:
+            self._call(lambda: self.client.log_inputs(self.run_id, datasets=datasets))
+
     def log_text(self, text: str, artifact_file: str) -> None:
         self._call(lambda: self.client.log_text(self.run_id, text, artifact_file))
 

@@ -10,6 +10,10 @@ its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `PARENT_TAG`, `S
 (`RUN_DIR_TAG`, `GATE_TAG`, `TASK_TAG`, `HOST_TAG`, `PID_TAG`, `DEEPSPEED_TAG`, ...), and how it
 ended (`OUTCOME_TAG`, with `REASON_TAG` or `STOPPED_TAG`: see `orchestrator.tracking.outcomes`).
 A finished run that a later sweep reused carries `also_in_tag(sweep) = <that sweep's parent id>`.
+Every trial run of a launch, its own and the ones it reused, carries `member_tag(sweep) = <the
+launch's parent id>`: the one filter that lists a launch's trials in the MLflow UI
+(`orchestrator.tracking.views`). The experiment's kind and the sweep's saved view are
+experiment tags (`views.EXPERIMENT_KIND_TAG`, `views.view_tag`).
 """
 
 from __future__ import annotations
@@ -53,8 +57,11 @@ STOPPED_TAG = "gatesweep.stopped_early"
 """Why the scheduler (ASHA) stopped the trial; its presence marks a scheduler stop."""
 SYNTHETIC_TAG = "gatesweep.synthetic"
 """On runs the report benchmark makes up (benchmarks/report_scale.py)."""
+WEIGHTS_SKIPPED_TAG = "gatesweep.weights_not_logged"
+"""Why the trained weights were not logged as an artifact (larger than `MAX_WEIGHTS_ARTIFACT_BYTES`)."""
 AXIS_PREFIX = "gatesweep.axis."
 ALSO_IN_PREFIX = "gatesweep.also_in."
+MEMBER_PREFIX = "gatesweep.in."
 
 
 def axis_tag(path: str) -> str:
@@ -70,6 +77,11 @@ def axis_of(tag: str) -> str | None:
 def also_in_tag(sweep: str) -> str:
     """The tag a reused finished run carries for sweep `sweep` (value: that sweep's parent id)."""
     return ALSO_IN_PREFIX + sweep
+
+
+def member_tag(sweep: str) -> str:
+    """The tag every trial run of a launch of `sweep` carries (value: the launch's parent id)."""
+    return MEMBER_PREFIX + sweep
 
 
 # ---- params of a sweep's parent run -----------------------------------------------------------
@@ -101,4 +113,10 @@ TRACEBACK_ARTIFACT = "failure_traceback.txt"
 SUMMARY_ARTIFACT = "summary.md"
 """The end-of-sweep table on the parent run (`dashboards.summary.summary_markdown`)."""
 REPORT_DIR = "report"
-"""Folder on the parent run where `gatesweep report` logs its files."""
+"""Folder on the parent run where `gatesweep report` (and the end of a sweep) logs its files."""
+WEIGHTS_DIR = "model"
+"""Folder of a trial's run holding its trained weights, `model/model.pt` (the trial's
+RUN_DIR/model.pt: `{"model": state_dict, "config": resolved trial config}`)."""
+WEIGHTS_FILE = "model.pt"
+MAX_WEIGHTS_ARTIFACT_BYTES = 256 << 20
+"""Weights larger than this stay in the run folder only (tag `WEIGHTS_SKIPPED_TAG` says why)."""

@@ -134,15 +134,20 @@ def client(uri: str):
 
 
 def get_or_create_experiment(cl, name: str, uri: str) -> str:
+    """The experiment's id, created when missing; either way a model-training experiment in
+    MLflow's terms (`views.mark_training_experiment`)."""
+    from .views import EXPERIMENT_KIND_TAG, TRAINING_KIND, mark_training_experiment
+
     exp = cl.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             cl.restore_experiment(exp.experiment_id)
+        mark_training_experiment(cl, exp)
         return exp.experiment_id
     root = default_artifact_root(uri)
     location = f"{root}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}" if root else None
     try:
-        return cl.create_experiment(name, artifact_location=location)
+        return cl.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND})
     except Exception:
         exp = cl.get_experiment_by_name(name)  # created concurrently by another process
         if exp is None:

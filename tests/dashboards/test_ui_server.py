@@ -1,6 +1,9 @@
-"""`gatesweep ui` starts a real MLflow server on 127.0.0.1 over the test store; its REST API
-lists the report artifacts on the sweep's parent run; Ctrl-C (SIGINT to the command) stops the
-server's whole process group. Every process the test starts is stopped by pid."""
+"""`gatesweep ui` starts a real MLflow server on 127.0.0.1 over the test store and prints the
+sweep's runs-table URL (model-training mode, the sweep's saved view) and its parent run's report
+URL; its REST API lists the report artifacts on the parent run and serves the experiment's kind
+and saved view as the UI reads them; Ctrl-C (SIGINT to the command) stops the server's whole
+process group. Every process the test starts is stopped by pid. (The pages themselves, in a
+real browser: test_ui_browser.py.)"""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import pytest
 
 from dashboards.report import build_report
 from dashboards.store import find_parent, open_client
+from orchestrator.tracking import views
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +68,10 @@ def test_ui_serves_the_report_artifacts_over_rest(store, tmp_path):
         base = f"http://127.0.0.1:{port}"
         assert f"MLflow UI: {base}" in text, text
         exp_id = parent.info.experiment_id
-        assert re.search(rf"sweep cmp: {re.escape(base)}/#/experiments/{exp_id}\s", text), text
+        table = f"{base}/#/experiments/{exp_id}/runs?viewStateShareKey=gatesweep-cmp&workflowType=machine_learning"
+        assert re.search(rf"sweep cmp, runs table: {re.escape(table)}\s", text), text
+        report = f"{base}/#/experiments/{exp_id}/runs/{parent.info.run_id}/artifacts/report/report.html?workflowType=machine_learning"
+        assert re.search(rf"parent run, comparison report: {re.escape(report)}\s", text), text
         server = psutil.Process(proc.pid).children(recursive=True)
         assert server and all(p.is_running() for p in server)
 
@@ -78,6 +85,10 @@ def test_ui_serves_the_report_artifacts_over_rest(store, tmp_path):
         assert all(int(files[p]["file_size"]) > 0 for p in files)
         exp = get_json(f"{base}/api/2.0/mlflow/experiments/get?experiment_id={exp_id}")
         assert exp["experiment"]["name"] == "dash"
+        tags = {t["key"]: t["value"] for t in exp["experiment"].get("tags", [])}
+        assert tags["mlflow.experimentKind"] == "custom_model_development"
+        name, state = views.decode_view(tags["mlflow.sharedViewState.gatesweep-cmp"])
+        assert name == "sweep cmp" and "gatesweep.in.cmp" in state["searchFilter"]
 
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends
         assert proc.wait(timeout=60) == 0

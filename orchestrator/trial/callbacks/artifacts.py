@@ -1,7 +1,7 @@
 """The trial's files, written when it ends and logged as MLflow artifacts: config.yaml (the
 resolved config), deepspeed.json, spikes.json (rules and events), probes.json (the data behind
 the plots), the plots (loss curve with spikes, first-token attention per layer, an attention
-map, gate-score histogram), and RUN_DIR/model.pt (never half-written). Keeps the loss history
+map, gate-score histogram), and RUN_DIR/model.pt (never half-written; logged as `model/model.pt`). Keeps the loss history
 the curve is drawn from, in every checkpoint."""
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class Artifacts(Callback):
             plots.gate_histogram(last.gate_hist, out / "gate_hist.png", f"gate scores ({label})")
         for path in sorted(out.iterdir()):
             self.tracker.log_artifact(path)
+        self.tracker.log_weights(self.run_dir / "model.pt")
 
     def save_model(self) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}

@@ -1,7 +1,13 @@
 """The trial's MLflow run: opened (or reopened) before anything else can fail, tagged with what
 identifies the trial, given the resolved config once the data fixed the vocabulary, fed every
 metric point (buffered by RunLogger, which also skips points a resumed run already has), and
-closed with how the trial ended (outcomes.py)."""
+closed with how the trial ended (outcomes.py).
+
+MLflow's own features where they fit: the trial's data as dataset inputs (training and
+validation splits, `orchestrator.tracking.inputs`), system metrics sampled while the run is open
+(`orchestrator.trial.system_metrics`), and the trained weights as the artifact `model/model.pt`
+(the file `gatesweep train` and the export path read; skipped above
+`names.MAX_WEIGHTS_ARTIFACT_BYTES`, with a tag saying so)."""
 
 from __future__ import annotations
 
@@ -9,9 +15,10 @@ import json
 import os
 import socket
 
-from orchestrator.tracking import RunLogger, git_state, names, package_versions, redact_uri
+from orchestrator.tracking import RunLogger, git_state, inputs, names, package_versions, redact_uri
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG
 from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.system_metrics import SystemMetrics
 
 
 class MLflowLogging(Callback):
@@ -22,6 +29,7 @@ class MLflowLogging(Callback):
         self.logger: RunLogger | None = None
         self.run_id: str | None = ctx.run_id
         self.trainer = None
+        self.system: SystemMetrics | None = None
 
     def open(self) -> str:
         cfg, ctx = self.cfg, self.ctx
@@ -50,6 +58,8 @@ class MLflowLogging(Callback):
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)
         self.logger.set_tags({names.TRACKING_URI_TAG: redact_uri(ctx.tracking_uri)})
+        self.system = SystemMetrics(self.run_id, ctx.tracking_uri)
+        self.system.start()
         return self.run_id
 
     def log_params(self, built, world: int) -> None:
@@ -66,6 +76,10 @@ class MLflowLogging(Callback):
         )
         self.logger.log_params(params)
         self.logger.set_tags({names.DEEPSPEED_TAG: json.dumps(built.ds_json)})
+        try:
+            self.logger.log_inputs(data_inputs(self.cfg.data, built.data))
+        except Exception as err:  # a data set the UI cannot describe is no reason to stop training
+            self.logger._warn(f"dataset input not logged: {type(err).__name__}: {err}")
 
     # ---- events ------------------------------------------------------------------------
     def on_start(self, trainer) -> None:
@@ -91,6 +105,7 @@ class MLflowLogging(Callback):
         if self.logger is None:
             return
         tags = {OUTCOME_TAG: outcome, (STOPPED_TAG if outcome == "stopped" else REASON_TAG): reason[:4000]}
+        self.stop_system_metrics()
         try:
             self.logger.set_tags(tags)
             if traceback_text:
@@ -106,9 +121,48 @@ class MLflowLogging(Callback):
     def pop_warnings(self) -> list[str]:
         return self.logger.pop_warnings()
 
-    def log_artifact(self, path) -> None:
-        self.logger.log_artifact(path)
+    def log_artifact(self, path, artifact_path: str | None = None) -> None:
+        self.logger.log_artifact(path, artifact_path)
+
+    def log_weights(self, path) -> None:
+        """The trained weights file as `model/model.pt`, unless larger than the limit (then a tag)."""
+        size = path.stat().st_size
+        if size > names.MAX_WEIGHTS_ARTIFACT_BYTES:
+            self.logger.set_tags(
+                {
+                    names.WEIGHTS_SKIPPED_TAG: f"{size / 2**20:.0f} MiB > {names.MAX_WEIGHTS_ARTIFACT_BYTES / 2**20:.0f} MiB; "
+                    f"the weights are at {path} (tag {names.RUN_DIR_TAG})"
+                }
+            )
+            return
+        self.logger.log_artifact(path, names.WEIGHTS_DIR)
+
+    def stop_system_metrics(self) -> None:
+        if self.system is not None:
+            self.system.stop()
+            self.system = None
 
     def finished(self) -> None:
+        self.stop_system_metrics()
         self.logger.set_tags({OUTCOME_TAG: "finished"})
         self.logger.finish("FINISHED")
+
+
+def data_inputs(cfg, data) -> list:
+    """The trial's training and validation data as MLflow dataset inputs."""
+    from orchestrator.data.sources import OFFLINE_CORPORA
+
+    profile = {**data.describe(), "seq_len": cfg.seq_len}
+    prepared = getattr(data, "prepared", None)
+    if prepared is not None:  # a text corpus: the token cache's key decides the tokens
+        digest = prepared.folder.name
+        train = {k: v for k, v in profile.items() if not k.startswith("val_")}
+        val = {k: v for k, v in profile.items() if not k.startswith("train_")}
+        profiles = {"training": train, "validation": val}
+        settings = None
+    else:  # synthetic: its settings and the window length decide the data (the seed orders it)
+        settings = {**cfg.bigram.to_dict(), "seq_len": cfg.seq_len}
+        digest = inputs.settings_digest(settings)
+        profiles = {"training": profile}
+    kind, source = inputs.source_of(cfg.source, hf_split=cfg.hf_split, settings=settings, corpora=tuple(OFFLINE_CORPORA))
+    return inputs.dataset_inputs(cfg.source, digest, kind, source, profiles)

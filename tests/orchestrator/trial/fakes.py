@@ -157,6 +157,9 @@ class FakeLogging:
     def log_artifact(self, path):
         self.calls.append(("artifact", path.name))
 
+    def log_weights(self, path):
+        self.calls.append(("weights", path.name))
+
 
 def fake_trainer(**kw):
     return SimpleNamespace(

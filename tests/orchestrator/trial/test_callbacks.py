@@ -195,7 +195,8 @@ def test_artifacts_writes_every_file_and_keeps_the_loss_history(tmp_path):
         "gate_hist.png",
     }
     assert {p.name for p in (tmp_path / "artifacts").iterdir()} == names
-    assert [c[1] for c in log.calls] == sorted(names)
+    assert [c[1] for c in log.calls] == [*sorted(names), "model.pt"]  # the weights last, once written
+    assert log.calls[-1][0] == "weights"
     assert json.loads((tmp_path / "artifacts" / "probes.json").read_text())["max_activation_per_layer"] == [2.0, 3.0]
     assert json.loads((tmp_path / "artifacts" / "spikes.json").read_text())["events"][0]["step"] == 2
     saved = torch.load(tmp_path / "model.pt", weights_only=True)
