@@ -90,22 +90,9 @@ def _table(header: list[str], rows: list[tuple[str, list[tuple[str, str, str]]]]
     return "\n".join(out)
 
 
-def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
-    """The whole report as one HTML document; `plots` are (PNG path, caption)."""
-    s = comp.sweep
-    heads = axis_headers(comp.axes)
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>gatesweep report: {esc(s.name)}</title>",
-        f"<style>{CSS}</style></head><body>",
-        f"<header><h1>Sweep <code>{esc(s.name)}</code></h1>",
-    ]
-    parts += [f'<p class="meta">{esc(line.replace("`", ""))}</p>' for line in header_lines(comp)]
-    parts.append(f'<p class="meta">store {esc(s.uri)}; generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</p></header>')
-
-    # configurations
+def _configurations(comp: Comparison, heads: dict) -> list[str]:
+    """The configurations table: mean ± std over seeds, best per column."""
+    parts: list[str] = []
     header = [heads[p] for p in comp.axes] + ["n", "status"] + [m.key for m in comp.metrics]
     rows = []
     for row in comp.rows:
@@ -128,8 +115,12 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
         "score has no better side). Hover a cell for n and its 95% confidence interval. – : not logged "
         "(the gate score of an ungated model) or no finished seed.</p></section>",
     ]
+    return parts
 
-    # confidence intervals
+
+def _intervals(comp: Comparison, heads: dict) -> list[str]:
+    """The bootstrap intervals of the mean."""
+    parts: list[str] = []
     header = [heads[p] for p in comp.axes] + ["n"] + [m.key for m in comp.metrics]
     rows = [
         (
@@ -148,8 +139,12 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
         "range with 2–3 seeds. Hover a cell for Student's t interval, mean ± t(0.975, n−1)·std/√n. None for n &lt; 2."
         "</p></section>",
     ]
+    return parts
 
-    # deltas
+
+def _deltas(comp: Comparison, heads: dict) -> list[str]:
+    """The Δ table against the baseline and the seeds-needed lines."""
+    parts: list[str] = []
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
         header = [heads[p] for p in comp.axes] + ["pairs"] + [m.key for m in comp.metrics]
@@ -179,8 +174,12 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             "power: run more seeds before trusting a row whose power is low.</p>",
             '<ul class="seeds">' + "".join(f"<li>{esc(line)}</li>" for line in seeds_lines(comp)) + "</ul></section>",
         ]
+    return parts
 
-    # main effects
+
+def _effects(comp: Comparison) -> list[str]:
+    """Main effects per axis."""
+    parts: list[str] = []
     if comp.effects:
         parts.append('<section id="effects"><h2>Main effects (each metric averaged over the other axes)</h2>')
         for axis, effects in comp.effects.items():
@@ -195,8 +194,12 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             ]
             parts.append(_table(header, rows, f"table-effect-{axis}"))
         parts.append("</section>")
+    return parts
 
-    # runs that did not finish
+
+def _unfinished(comp: Comparison, heads: dict) -> list[str]:
+    """Runs that did not finish, and superseded runs."""
+    parts: list[str] = []
     for title, runs, tid in (
         ("Runs that did not finish", comp.unfinished, "table-unfinished"),
         ("Superseded runs (another run of the same seed cell counts)", comp.superseded, "table-superseded"),
@@ -215,8 +218,12 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             for r in runs
         ]
         parts += [f'<section id="{tid[6:]}"><h2>{esc(title)}</h2>', _table(header, rows, tid), "</section>"]
+    return parts
 
-    # plots
+
+def _plots(plots: Sequence[tuple[Path, str]]) -> list[str]:
+    """The plots, embedded."""
+    parts: list[str] = []
     if plots:
         parts.append('<section id="plots"><h2>Plots</h2>')
         for path, caption in plots:
@@ -224,6 +231,30 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
             dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
             parts.append(f'<figure><img src="{uri}" alt="{esc(caption)}"{dims}><figcaption>{esc(caption)}</figcaption></figure>')
         parts.append("</section>")
+    return parts
+
+
+def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
+    """The whole report as one HTML document; `plots` are (PNG path, caption)."""
+    s = comp.sweep
+    heads = axis_headers(comp.axes)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>gatesweep report: {esc(s.name)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<header><h1>Sweep <code>{esc(s.name)}</code></h1>",
+    ]
+    parts += [f'<p class="meta">{esc(line.replace("`", ""))}</p>' for line in header_lines(comp)]
+    parts.append(f'<p class="meta">store {esc(s.uri)}; generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</p></header>')
+
+    parts += _configurations(comp, heads)
+    parts += _intervals(comp, heads)
+    parts += _deltas(comp, heads)
+    parts += _effects(comp)
+    parts += _unfinished(comp, heads)
+    parts += _plots(plots)
     parts.append(
         f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
         f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>"

@@ -90,6 +90,45 @@ def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri
     return parent
 
 
+def create_child(cl, exp_id: str, sweep: str, t: ExpandedTrial, parent: str) -> str:
+    """A grid trial's run, SCHEDULED until its trainable starts, tagged with its sweep, hash, name,
+    parent, membership and axes."""
+    tags = {
+        names.SWEEP_TAG: sweep,
+        names.CONFIG_HASH_TAG: t.config_hash,
+        names.TRIAL_NAME_TAG: t.name,
+        names.PARENT_TAG: parent,
+        names.member_tag(sweep): parent,
+        **{names.axis_tag(k): str(v) for k, v in t.axes.items()},
+    }
+    run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
+    cl.update_run(run_id, status="SCHEDULED")
+    return run_id
+
+
+def make_payload(
+    spec: SweepSpec, t: ExpandedTrial, *, run_id: str | None, run_dir: Path, parent: str, uri: str, judged_by: list[str]
+) -> TrialPayload:
+    """What crosses into the trainable for one trial."""
+    res = spec.resources
+    return TrialPayload(
+        config=t.config.to_dict(),
+        config_hash=t.config_hash,
+        name=t.name,
+        run_id=run_id,
+        run_dir=str(run_dir),
+        tracking_uri=redact_uri(uri),
+        experiment=spec.tracking.experiment,
+        parent_run_id=parent,
+        sweep=spec.name,
+        workers=res.workers_per_trial,
+        cpus=res.cpus_per_worker,
+        gpus=res.gpus_per_worker,
+        tags={names.member_tag(spec.name): parent, **{names.axis_tag(k): str(v) for k, v in t.axes.items()}},
+        judged_by=judged_by,
+    )
+
+
 class SweepRuns:
     """Parent and child runs of one launch of a sweep, and its state.json."""
 
@@ -182,35 +221,10 @@ class SweepRuns:
         if run_id is None and self.spec.search.type == "grid":
             if run_dir.exists():  # a previous launch's checkpoints belong to another run
                 shutil.rmtree(run_dir, ignore_errors=True)
-            tags = {
-                names.SWEEP_TAG: self.spec.name,
-                names.CONFIG_HASH_TAG: t.config_hash,
-                names.TRIAL_NAME_TAG: t.name,
-                names.PARENT_TAG: parent,
-                names.member_tag(self.spec.name): parent,
-                **{names.axis_tag(k): str(v) for k, v in t.axes.items()},
-            }
-            run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
-            cl.update_run(run_id, status="SCHEDULED")
+            run_id = create_child(cl, exp_id, self.spec.name, t, parent)
         row.run_id = run_id
         self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}
-        res = self.spec.resources
-        return TrialPayload(
-            config=t.config.to_dict(),
-            config_hash=t.config_hash,
-            name=t.name,
-            run_id=run_id,
-            run_dir=str(run_dir),
-            tracking_uri=redact_uri(self.uri),
-            experiment=self.experiment,
-            parent_run_id=parent,
-            sweep=self.spec.name,
-            workers=res.workers_per_trial,
-            cpus=res.cpus_per_worker,
-            gpus=res.gpus_per_worker,
-            tags={names.member_tag(self.spec.name): parent, **{names.axis_tag(k): str(v) for k, v in t.axes.items()}},
-            judged_by=self.judged_by(),
-        )
+        return make_payload(self.spec, t, run_id=run_id, run_dir=run_dir, parent=parent, uri=self.uri, judged_by=self.judged_by())
 
     def judged_by(self) -> list[str]:
         """The metrics the scheduler and searcher read from every result."""

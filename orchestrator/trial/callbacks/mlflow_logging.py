@@ -21,6 +21,38 @@ from orchestrator.trial.callbacks.base import Callback
 from orchestrator.trial.system_metrics import SystemMetrics
 
 
+def run_tags(cfg, ctx) -> dict:
+    """What a trial's run is tagged with when it opens: config hash, folder, gate, task, host and
+    process, package versions, the git state, and the launcher's tags."""
+    return {
+        names.CONFIG_HASH_TAG: cfg.config_hash(),
+        names.RUN_DIR_TAG: str(ctx.run_dir),
+        names.GATE_TAG: cfg.model.gate.label,
+        names.TASK_TAG: cfg.data.source,
+        names.HOST_TAG: socket.gethostname(),
+        names.PID_TAG: os.getpid(),
+        **{f"version.{k}": v for k, v in package_versions().items()},
+        **git_state(),
+        **ctx.tags,
+    }
+
+
+def run_params(cfg, built, world: int) -> dict:
+    """The full resolved config (known once the data fixed the vocabulary), without the tracking
+    URI (it may hold credentials; its tag is redacted), and the model's size."""
+    params = {**cfg.flatten(), **{f"model.{k}": v for k, v in built.model_cfg.flatten().items()}}
+    params.pop("tracking.uri", None)
+    params.update(
+        {
+            "data.vocab_size": built.data.vocab_size,
+            "world_size": world,
+            "model.num_params": built.model.num_params(),
+            "model.gate_params": built.model.gate_params(),
+        }
+    )
+    return params
+
+
 class MLflowLogging(Callback):
     """Main process only. `open()` first; `log_params` after building; `finished()` at the end."""
 
@@ -33,17 +65,7 @@ class MLflowLogging(Callback):
 
     def open(self) -> str:
         cfg, ctx = self.cfg, self.ctx
-        tags = {
-            names.CONFIG_HASH_TAG: cfg.config_hash(),
-            names.RUN_DIR_TAG: str(ctx.run_dir),
-            names.GATE_TAG: cfg.model.gate.label,
-            names.TASK_TAG: cfg.data.source,
-            names.HOST_TAG: socket.gethostname(),
-            names.PID_TAG: os.getpid(),
-            **{f"version.{k}": v for k, v in package_versions().items()},
-            **git_state(),
-            **ctx.tags,
-        }
+        tags = run_tags(cfg, ctx)
         if self.run_id is None:
             name = ctx.run_name or f"{cfg.model.gate.label}-{cfg.model.size}-s{cfg.train.seed}"
             self.logger = RunLogger.create(ctx.tracking_uri, ctx.experiment, run_name=name, tags=tags, parent_run_id=ctx.parent_run_id)
@@ -64,17 +86,7 @@ class MLflowLogging(Callback):
 
     def log_params(self, built, world: int) -> None:
         """The full resolved config (known once the data fixed the vocabulary) and the engine's JSON."""
-        params = {**self.cfg.flatten(), **{f"model.{k}": v for k, v in built.model_cfg.flatten().items()}}
-        params.pop("tracking.uri", None)  # may hold credentials; the tag is redacted
-        params.update(
-            {
-                "data.vocab_size": built.data.vocab_size,
-                "world_size": world,
-                "model.num_params": built.model.num_params(),
-                "model.gate_params": built.model.gate_params(),
-            }
-        )
-        self.logger.log_params(params)
+        self.logger.log_params(run_params(self.cfg, built, world))
         self.logger.set_tags({names.DEEPSPEED_TAG: json.dumps(built.ds_json)})
         try:
             self.logger.log_inputs(data_inputs(self.cfg.data, built.data))
