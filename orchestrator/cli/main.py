@@ -12,7 +12,7 @@ import sys
 from gatedmodels.configerrors import ConfigError
 
 from .. import __version__
-from . import data, plan, report, resume, run, schema, train, ui, validate
+from . import data, export, import_, plan, probe, report, resume, run, schema, train, ui, validate
 from . import eval as eval_
 from .common import UserError
 
@@ -28,6 +28,9 @@ COMMANDS = {
     "ui": ui,
     "schema": schema,
     "data": data,
+    "export": export,
+    "import": import_,
+    "probe": probe,
 }
 
 

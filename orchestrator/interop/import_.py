@@ -1,0 +1,107 @@
+"""`import_model(loaded, out)`: a Hugging Face model (or a gatesweep export) as a gatesweep model folder.
+
+The folder is laid out like a finished trial's, so every command that takes a trial takes it:
+
+    OUT/model.pt        {"model": GatedTransformer state dict, "config": a trial config}
+    OUT/tokenizer.json  the model's tokenizer, without a post-processor that adds special tokens
+                        (gatesweep puts BOS first itself), named by the config's data.tokenizer
+    OUT/config.yaml     the same trial config, to read
+    OUT/import.json     where it came from: source, layout, architecture, dtype, notes
+
+The trial config's data section (`--data`, `--seq-len`) is what `gatesweep eval` uses for its
+perplexity set and RULER's training length; the model section is the imported architecture.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import hf_layouts
+from .errors import InteropError
+from .export import prepare_out
+from .locate import GATESWEEP_CONFIG, IMPORT_META, Loaded, stored_dtype
+from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
+
+
+@dataclass
+class Imported:
+    out: Path
+    trial: Any
+    """The TrialConfig written into model.pt."""
+    dtype: torch.dtype
+    tokenizer: Any
+    """The gatesweep `Tokenizer` (orchestrator.data.tokenizers) of OUT/tokenizer.json."""
+    notes: list[str] = field(default_factory=list)
+
+
+def import_model(
+    loaded: Loaded,
+    out: Path,
+    *,
+    data_source: str = "wikipedia",
+    seq_len: int = 1024,
+    dtype: torch.dtype | None = None,
+    tokenizer_file: str | None = None,
+    experiment: str = "gatesweep-imports",
+    force: bool = False,
+) -> Imported:
+    import yaml
+
+    from gatedmodels.configerrors import ConfigError
+    from orchestrator.spec.trial import TrialConfig
+
+    if loaded.kind == "trial":
+        raise InteropError(f"{loaded.path}: already a gatesweep model (export, eval and probe take it as it is)")
+    cfg = loaded.model_cfg
+    source_tok = Path(tokenizer_file) if tokenizer_file else loaded.tokenizer_file
+    if source_tok is None:
+        raise InteropError(
+            f"{loaded.path}: no {TOKENIZER_FILE} (gatesweep eval and probe need the model's tokenizer; pass --tokenizer FILE)"
+        )
+    if not source_tok.is_file():
+        raise InteropError(f"--tokenizer: {source_tok}: no such file")
+    seq_len = min(seq_len, cfg.max_seq_len)
+    out = prepare_out(out, force)
+    tok = copy_for_gatesweep(source_tok, out / TOKENIZER_FILE)
+    if tok.vocab_size > cfg.vocab_size:
+        raise InteropError(f"{source_tok}: {tok.vocab_size} tokens, more than the model's vocabulary ({cfg.vocab_size})")
+    trial_dict = {
+        "model": cfg.to_dict(),
+        "data": {"source": data_source, "tokenizer": str(out / TOKENIZER_FILE), "seq_len": seq_len},
+        "tracking": {"experiment": experiment},
+    }
+    try:
+        trial = TrialConfig.from_dict(trial_dict)
+    except ConfigError as err:
+        raise InteropError(f"the imported model's trial config does not validate ({err})") from None
+    dtype = dtype or stored_dtype(loaded.state)
+    keep = loaded.layout == "qwen3_next"  # its norms are 1 + w in float32 (hf_layouts.state_from_hf): a bf16 copy would round them
+    state = {k: v if keep and k.endswith("norm.weight") else v.to(dtype) if v.is_floating_point() else v for k, v in loaded.state.items()}
+    tmp = out / "model.pt.tmp"
+    torch.save({"model": state, "config": trial.to_dict()}, tmp)
+    tmp.replace(out / "model.pt")
+    (out / GATESWEEP_CONFIG).write_text(yaml.safe_dump(trial.to_dict(), sort_keys=False))
+    layout = hf_layouts.LAYOUTS[loaded.layout] if loaded.layout else None
+    meta = {
+        "source": str(loaded.path),
+        "kind": loaded.kind,
+        "layout": loaded.layout,
+        "architecture": layout.architecture if layout else None,
+        "gate": cfg.gate.label,
+        "dtype": str(dtype).removeprefix("torch."),
+        "bos": {"id": tok.bos_id, "token": _token(tok, tok.bos_id)},
+        "notes": loaded.notes,
+    }
+    (out / IMPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
+    return Imported(out, trial, dtype, tok, list(loaded.notes))
+
+
+def _token(tok, idx: int) -> str | None:
+    if tok.hf is None:
+        return None
+    return tok.hf.id_to_token(idx)

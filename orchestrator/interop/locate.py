@@ -1,0 +1,298 @@
+"""What a SOURCE / MODEL argument names, loaded: a gatesweep model config, its state dict, and how
+to get its tokenizer.
+
+Accepted, in this order:
+- a `model.pt` file, or a folder holding one: a trained trial (`RUN_DIR/model.pt`, with
+  `run.json` naming its MLflow run) or a `gatesweep import` folder;
+- a Hugging Face folder (`config.json` + `model.safetensors` or shards): Qwen3, Qwen3-MoE,
+  Qwen3-Next (full-attention layers) or the paper's gated layout, see `hf_layouts`;
+- a gatesweep export folder (`config.yaml` + `model.safetensors`, `gatesweep export --format gatesweep`);
+- an MLflow run id (32 hex digits) whose `gatesweep.run_dir` holds the weights on this machine;
+- a Hub name (`owner/name`) when online (`GATESWEEP_ONLINE=1`).
+Anything else, or a damaged file, is an `InteropError`: one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gatedmodels import ModelConfig
+from gatedmodels.configerrors import ConfigError
+from orchestrator.spec.bounds import MAX_LEN
+
+from . import hf_layouts
+from .errors import InteropError
+from .safetensors_io import WEIGHTS_NAME, load_file, load_folder
+from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
+
+RUN_ID = re.compile(r"[0-9a-f]{32}")
+HUB_NAME = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
+GATESWEEP_CONFIG = "config.yaml"
+IMPORT_META = "import.json"
+META_KEY = "gatesweep"
+"""config.json key under which an export records the exact gatesweep model config."""
+
+
+@dataclass
+class Loaded:
+    name: str
+    """A short name for output folders and runs."""
+    model_cfg: ModelConfig
+    state: dict[str, torch.Tensor]
+    kind: str
+    """`trial` (a model.pt), `hf` (a Hugging Face folder) or `gatesweep` (an export folder)."""
+    path: Path
+    trial: Any = None
+    """The TrialConfig of a trial or an import, else None."""
+    run_id: str | None = None
+    layout: str | None = None
+    """The HF layout of an `hf` source."""
+    tokenizer_file: Path | None = None
+    """The tokenizer.json of an `hf` or `gatesweep` source."""
+    notes: list[str] = field(default_factory=list)
+
+    def tokenizer(self, tokenizer_file: str | None = None):
+        """The gatesweep `Tokenizer` of the model (None for Bigram-Backcopy trials, which have none)."""
+        if tokenizer_file:
+            return copy_for_gatesweep(Path(tokenizer_file))
+        if self.kind == "trial" and self.trial is None:
+            raise InteropError(f"{self.path}: its trial config does not validate here, so its tokenizer is unknown (pass --tokenizer FILE)")
+        if self.trial is not None and self.kind == "trial":
+            if self.trial.data.source == "bigram-backcopy":
+                return None
+            from orchestrator.data import DataUnavailable
+            from orchestrator.data.prepare import DataSettings, resolve_tokenizer
+
+            try:
+                return resolve_tokenizer(DataSettings.of(self.trial.data))
+            except DataUnavailable as err:
+                raise InteropError(f"{self.path}: its tokenizer {self.trial.data.tokenizer} cannot be built here ({err})") from None
+        if self.tokenizer_file is None:
+            raise InteropError(f"{self.path}: no {TOKENIZER_FILE} (pass --tokenizer FILE)")
+        return copy_for_gatesweep(self.tokenizer_file)
+
+
+def locate(target: str, uri: str | None = None) -> Loaded:
+    path = Path(target).expanduser()
+    if path.is_file():
+        if path.suffix != ".pt":
+            raise InteropError(f"{target}: not a model.pt; give a trial folder, a model.pt, a Hugging Face folder or an MLflow run id")
+        return load_trial(path)
+    if path.is_dir():
+        if (path / "model.pt").is_file():
+            return load_trial(path / "model.pt")
+        if (path / "config.json").is_file():
+            return load_hf(path)
+        if (path / GATESWEEP_CONFIG).is_file() and (path / WEIGHTS_NAME).is_file():
+            return load_gatesweep_export(path)
+        raise InteropError(
+            f"{target}: no model.pt (a trial folder), config.json (a Hugging Face folder) or "
+            f"{GATESWEEP_CONFIG} + {WEIGHTS_NAME} (a gatesweep export) inside"
+        )
+    if RUN_ID.fullmatch(target):
+        return load_trial(_run_weights(target, uri), run_id=target)
+    if HUB_NAME.fullmatch(target):
+        return load_hf(hub_folder(target), name=target.replace("/", "--"))
+    raise InteropError(f"{target}: not a file, a folder, an MLflow run id or a Hub name (owner/name)")
+
+
+def _run_weights(run_id: str, uri: str | None) -> Path:
+    from orchestrator.tracking import client, names, resolve_tracking_uri
+
+    uri = uri or resolve_tracking_uri(None)
+    try:
+        run = client(uri).get_run(run_id)
+    except Exception as err:  # MLflow raises its own exception types for a missing run
+        raise InteropError(f"run {run_id}: not found in {uri} ({type(err).__name__})") from None
+    run_dir = run.data.tags.get(names.RUN_DIR_TAG)
+    if not run_dir or not (Path(run_dir) / names.WEIGHTS_FILE).is_file():
+        raise InteropError(f"run {run_id}: its weights are not on this machine ({names.RUN_DIR_TAG} = {run_dir})")
+    return Path(run_dir) / names.WEIGHTS_FILE
+
+
+def hub_folder(name: str) -> Path:
+    from orchestrator.data.sources import ONLINE_ENV, online
+
+    if not online():
+        raise InteropError(f"{name}: no such local folder, and a Hub name needs {ONLINE_ENV}=1 (the Hub is off by default)")
+    from huggingface_hub import snapshot_download
+
+    patterns = [
+        "config.json",
+        "*.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer*",
+        "special_tokens_map.json",
+    ]  # no code: none is run
+    try:
+        return Path(snapshot_download(name, allow_patterns=patterns))
+    except Exception as err:  # network and repository errors of huggingface_hub
+        raise InteropError(f"{name}: cannot be downloaded from the Hub ({type(err).__name__}: {str(err)[:200]})") from None
+
+
+def _trial_config(data: Any, where: str, notes: list[str]) -> tuple[Any, ModelConfig]:
+    """(TrialConfig or None, ModelConfig). A trial config that no longer validates here (its
+    corpus or tokenizer file lives on another machine) still gives its model: weights travel,
+    data paths need not."""
+    from orchestrator.spec.trial import TrialConfig
+
+    if not isinstance(data, dict):
+        raise InteropError(f"{where}: its config is not a mapping")
+    if isinstance(data.get("eval"), dict):
+        data["eval"].pop("mmlu", None)  # trials trained before eval.tasks replaced eval.mmlu
+    try:
+        trial = TrialConfig.from_dict(data)
+        return trial, trial.model
+    except ConfigError as err:
+        first = str(err).strip().splitlines()[0]
+    try:
+        model = ModelConfig.from_dict(data.get("model"))
+    except (ConfigError, TypeError):
+        raise InteropError(f"{where}: its config does not validate ({first})") from None
+    notes.append(f"its trial config does not validate here ({first}); only its model section is used (pass --tokenizer FILE)")
+    return None, model
+
+
+def load_trial(model_pt: Path, run_id: str | None = None) -> Loaded:
+    try:
+        with warnings.catch_warnings():  # torch warns about a foreign pickle before it refuses it: one line is said below
+            warnings.simplefilter("ignore")
+            blob = torch.load(model_pt, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
+        raise InteropError(
+            f"{model_pt}: cannot be loaded as weights ({type(err).__name__}): damaged, truncated, or not a torch.save file of tensors"
+        ) from None
+    if not isinstance(blob, dict) or not isinstance(blob.get("model"), dict) or "config" not in blob:
+        raise InteropError(f"{model_pt}: not a gatesweep weights file (expected {{'model': state dict, 'config': trial config}})")
+    notes: list[str] = []
+    trial, model_cfg = _trial_config(blob["config"], str(model_pt), notes)
+    folder = model_pt.parent
+    meta = folder / "run.json"
+    if run_id is None and meta.is_file():
+        try:
+            run_id = json.loads(meta.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            run_id = None
+    state = {k: v for k, v in blob["model"].items() if isinstance(v, torch.Tensor)}
+    check_state(model_cfg, state, str(model_pt))
+    return Loaded(name=folder.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes)
+
+
+def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) -> None:
+    """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has."""
+    from gatedmodels import build_meta
+
+    expected = {k: tuple(v.shape) for k, v in build_meta(cfg).state_dict().items()}
+    missing = sorted(set(expected) - set(state))
+    extra = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(state) if tuple(state[k].shape) != expected[k])
+    if missing or extra or wrong:
+        what = (
+            f"missing {missing[0]}"
+            if missing
+            else f"unexpected {extra[0]}"
+            if extra
+            else f"{wrong[0]} has shape {list(state[wrong[0]].shape)}, the config needs {list(expected[wrong[0]])}"
+        )
+        raise InteropError(f"{where}: the weights do not match the model config ({what})")
+
+
+def read_config_json(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InteropError(f"{path}: not a readable JSON file ({type(err).__name__})") from None
+    if not isinstance(data, dict):
+        raise InteropError(f"{path}: not a JSON object")
+    return data
+
+
+def load_hf(folder: Path, name: str | None = None) -> Loaded:
+    config = read_config_json(folder)
+    where = str(folder / "config.json")
+    cfg, layout = hf_layouts.config_from_hf(config, where, max_len=MAX_LEN)
+    notes: list[str] = []
+    cfg = _restore_exact(cfg, config.get(META_KEY), notes)
+    tensors = load_folder(folder)
+    state = hf_layouts.state_from_hf(cfg, layout, tensors, str(folder))
+    tok = folder / TOKENIZER_FILE
+    if layout == "official":
+        notes.append("the paper's gated layout: q_proj rows grouped per KV head, read as the official modeling_qwen3.py splits them")
+    return Loaded(
+        name=name or folder.name,
+        model_cfg=cfg,
+        state=state,
+        kind="hf",
+        path=folder,
+        layout=layout,
+        tokenizer_file=tok if tok.is_file() else None,
+        notes=notes,
+    )
+
+
+def _restore_exact(cfg: ModelConfig, meta: Any, notes: list[str]) -> ModelConfig:
+    """A gatesweep export records its model config in config.json; when the HF fields still
+    describe the same architecture, that config is taken whole (preset name, initialisation,
+    the aux-loss weight as trained), else the HF fields win and the record is ignored."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("model"), dict):
+        return cfg
+    try:
+        recorded = ModelConfig.from_dict(meta["model"])
+    except ConfigError:
+        notes.append(f"config.json's {META_KEY!r} record does not validate; the HF fields are used")
+        return cfg
+    if hf_layouts.architecture_key(recorded) != hf_layouts.architecture_key(cfg):
+        notes.append(f"config.json was edited after export (its {META_KEY!r} record describes another model); the HF fields are used")
+        return cfg
+    return recorded.replace(max_seq_len=cfg.max_seq_len)
+
+
+def load_gatesweep_export(folder: Path) -> Loaded:
+    from orchestrator.spec.files import UserError, load_yaml
+
+    try:
+        data = load_yaml(folder / GATESWEEP_CONFIG)
+    except UserError as err:
+        raise InteropError(str(err)) from None
+    notes: list[str] = []
+    trial, model_cfg = _trial_config(data, str(folder / GATESWEEP_CONFIG), notes)
+    state = load_file(folder / WEIGHTS_NAME)
+    check_state(model_cfg, state, str(folder / WEIGHTS_NAME))
+    tok = folder / TOKENIZER_FILE
+    return Loaded(
+        name=folder.name,
+        model_cfg=model_cfg,
+        notes=notes,
+        state=state,
+        kind="gatesweep",
+        path=folder,
+        trial=trial,
+        tokenizer_file=tok if tok.is_file() else None,
+    )
+
+
+def build_model(loaded: Loaded, dtype: torch.dtype | None = None, device: torch.device | str = "cpu"):
+    """The GatedTransformer of `loaded` with its weights, in `dtype` (default: as stored)."""
+    from gatedmodels import GatedTransformer
+
+    model = GatedTransformer(loaded.model_cfg)
+    model.load_state_dict(loaded.state)  # copies into the float32 parameters, whatever the stored dtype
+    model.to(dtype or stored_dtype(loaded.state))
+    return model.to(device).eval()
+
+
+def stored_dtype(state: dict[str, torch.Tensor]) -> torch.dtype:
+    """The floating dtype most of the weights have."""
+    counts: dict[torch.dtype, int] = {}
+    for t in state.values():
+        if t.is_floating_point():
+            counts[t.dtype] = counts.get(t.dtype, 0) + t.numel()
+    return max(counts, key=lambda k: counts[k]) if counts else torch.float32
