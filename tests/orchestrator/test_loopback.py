@@ -137,7 +137,10 @@ class Watch:
                 # A child caught between fork and exec still shows its parent's command line and
                 # environment: every command line is kept, and the environment is read again after
                 # an exec (a new environment block), not after a rename (setproctitle can overwrite it).
+                # The sockets of a zombie are gone, so skipping it loses nothing.
                 cmd, block = " ".join(proc.cmdline())[:300], _env_block(proc.pid)
+                if not cmd:  # a zombie (exited, not yet reaped) shows no command line
+                    continue
                 if self.procs.get(proc.pid) != cmd:
                     self.procs[proc.pid] = cmd
                     self.cmdlines.setdefault(proc.pid, []).append(cmd)
@@ -244,7 +247,7 @@ def test_watch_sees_a_child_caught_between_fork_and_exec():
         "pid = os.fork()\n"
         "if pid == 0:\n"
         "    time.sleep(1.5)\n"
-        "    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(1.5)', 'execed-child'], {**os.environ, **SW})\n"
+        "    os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(3)', 'execed-child'], {**os.environ, **SW})\n"
         "os.waitpid(pid, 0)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", f"SW = {SWITCHES!r}\n{code}"], env=bare_env())
