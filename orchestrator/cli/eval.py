@@ -75,7 +75,7 @@ def run(args) -> int:
     from orchestrator.spec.trial import TrialConfig
 
     from ..data import DataUnavailable, build_trial_data
-    from ..evals.harness_data import base_task, data_problem, task_names
+    from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
     from ..evals.suite import run_benchmarks
     from ..tracking import RunLogger
 
@@ -84,7 +84,7 @@ def run(args) -> int:
     bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
         raise UserError(
-            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {_shown_tasks()}"
+            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {allowed_text()}"
         )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
@@ -144,9 +144,3 @@ def run(args) -> int:
         logger.flush(wait=60)
         print(f"logged {len(metrics)} metrics into MLflow run {run_id}")
     return 0
-
-
-def _shown_tasks() -> str:
-    from ..evals.harness_data import MMLU_GROUPS, task_names
-
-    return ", ".join(n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS) + ", mmlu_<subject>"

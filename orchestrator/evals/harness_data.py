@@ -155,6 +155,11 @@ def task_names() -> list[str]:
     return [*TASKS, *(f"{n}{BPB_SUFFIX}" for n in BPB_TASKS), *MMLU_GROUPS, *(f"mmlu_{s}" for s in SUBJECTS)]
 
 
+def allowed_text() -> str:
+    """The task names an error message lists: every task and group, MMLU's subjects as one pattern."""
+    return ", ".join(n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS) + ", mmlu_<subject>"
+
+
 def base_task(name: str) -> HarnessTask | None:
     """The task `name` runs (for `<task>_bpb`, the multiple-choice task it scores); None if unknown."""
     from .mmlu_data import SUBJECTS
@@ -183,8 +188,7 @@ def data_problem(task: str, data_root: str | Path | None = None, path: str | Non
     explicit dataset folder for it. No heavy imports."""
     t = base_task(task)
     if t is None:
-        shown = [n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS]
-        return f"unknown task {task!r}; allowed: {', '.join(shown)}, mmlu_<subject>"
+        return f"unknown task {task!r}; allowed: {allowed_text()}"
     if path is not None:
         return None if Path(path).expanduser().is_dir() else f"task {task}: {path} is not a folder"
     root = offline_root(data_root)

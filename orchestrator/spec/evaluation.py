@@ -46,14 +46,13 @@ class TasksConfig(Config):
         out: list[Issue] = []
         if not self.names:
             return out
-        from orchestrator.evals.harness_data import DATASETS, MMLU_GROUPS, task_names
+        from orchestrator.evals.harness_data import DATASETS, allowed_text, task_names
 
         known = set(task_names())
         seen: set[str] = set()
         for i, name in enumerate(self.names):
             if name not in known:
-                shown = [n for n in task_names() if not n.startswith("mmlu_") or n in MMLU_GROUPS]
-                out.append(Issue(f"names[{i}]", f"got {show(name)}; allowed: {', '.join(shown)}, mmlu_<subject>"))
+                out.append(Issue(f"names[{i}]", f"got {show(name)}; allowed: {allowed_text()}"))
             elif name in seen:
                 out.append(Issue(f"names[{i}]", f"got {show(name)} twice"))
             seen.add(name)
