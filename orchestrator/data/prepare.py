@@ -83,10 +83,11 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def resolve_tokenizer(settings: DataSettings) -> Tokenizer:
+def resolve_tokenizer(settings: DataSettings, fingerprint: list | None = None) -> Tokenizer:
     """The settings' tokenizer; `bpe:N` is trained on the source's training pieces (streamed) and
-    cached by (source, split, N)."""
-    key = _digest([FORMAT_VERSION, settings.fingerprint(), settings.val_fraction, settings.max_chars])
+    cached by (source, split, N). `fingerprint`: the source's, when the caller has it already."""
+    fingerprint = settings.fingerprint() if fingerprint is None else fingerprint
+    key = _digest([FORMAT_VERSION, fingerprint, settings.val_fraction, settings.max_chars])
     return build_tokenizer(settings.tokenizer, lambda: (p.text for p in settings.pieces() if not p.held_out), key)
 
 
@@ -105,10 +106,9 @@ def prepare(
 ) -> Prepared:
     """The prepared corpus for `settings` (with `tokenizer` if given: the held-out text of another
     source is encoded with a trial's own tokenizer), built now if the cache lacks it."""
-    tok = tokenizer or resolve_tokenizer(settings)
-    key = _digest(
-        [FORMAT_VERSION, settings.fingerprint(), tok.fingerprint(), settings.val_fraction, settings.max_chars, settings.separator]
-    )
+    fingerprint = settings.fingerprint()  # stats every file of a local source: once per call
+    tok = tokenizer or resolve_tokenizer(settings, fingerprint)
+    key = _digest([FORMAT_VERSION, fingerprint, tok.fingerprint(), settings.val_fraction, settings.max_chars, settings.separator])
     entry = cache_dir("tokens") / key
     found = _open(entry, tok)
     if found is not None:
