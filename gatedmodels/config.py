@@ -220,9 +220,11 @@ class MoEConfig(Config):
     """Renormalise the top-k routing probabilities to sum to 1."""
     aux_loss_coef: float = 0.01
     """Weight of the Switch-style load-balancing loss added to the training loss."""
-    impl: Literal["grouped", "loop"] = "grouped"
-    """`grouped`: tokens sorted by expert, all experts in two grouped matmuls; `loop`: one
-    matmul per expert (the reference; the same outputs to fp32 rounding)."""
+    impl: Literal["auto", "grouped", "loop"] = "auto"
+    """`grouped`: tokens sorted by expert, all experts in two grouped matmuls (`torch._grouped_mm`
+    on CUDA, padded `bmm` elsewhere); `loop`: one matmul per expert (the reference; the same
+    outputs to fp32 rounding); `auto`: `grouped` where `torch._grouped_mm` runs, `loop` on CPU,
+    where the per-expert matmuls are already most of the time and the padded path is slower."""
 
     def problems(self) -> list[Issue]:
         out = []

@@ -130,14 +130,17 @@ class MoE(nn.Module):
     """Top-k routed SwiGLU experts with softmax routing (Qwen3-MoE) and a Switch-style
     load-balancing loss, E * sum_i f_i * P_i (Fedus et al. 2021), kept in `self.aux_loss`.
 
-    `impl="grouped"` (the default) sorts the N*K (token, expert) assignments by expert and runs
+    `impl="grouped"` sorts the N*K (token, expert) assignments by expert and runs
     all experts at once over their stacked weights, then scatters the weighted outputs back: no
     Python loop over experts, no capacity limit, no token dropped. On CUDA it is two
     `torch._grouped_mm` calls (segments given by the per-expert counts; needs 16-byte aligned
     widths, e.g. d_model and expert_dim multiples of 8 in bf16); elsewhere the sorted rows are
     padded per expert to the largest count and run as two `bmm`s (the padding is the imbalance
     of the routing). `impl="loop"` is the reference: one gather, SwiGLU and `index_add_` per
-    expert. They agree to fp32 rounding (tested).
+    expert. They agree to fp32 rounding (tested). `impl="auto"` (the default) is `grouped` where
+    `torch._grouped_mm` runs and `loop` elsewhere: on a CPU the loop's matmuls are already about
+    60% of its time, and the padded `bmm`, its padding and its scatters cost more than the loop's
+    Python overhead (`benchmarks/moe_grouped.py`).
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -162,7 +165,7 @@ class MoE(nn.Module):
         E = probs_NE.shape[-1]
         counts_E = torch.bincount(experts_NK.flatten(), minlength=E)
         self.aux_loss = E * (counts_E.to(probs_NE.dtype) / experts_NK.numel() * probs_NE.mean(dim=0)).sum()
-        if self.impl == "grouped":
+        if self.impl == "grouped" or (self.impl == "auto" and self._grouped_mm_ok(x_ND)):
             out_ND = self._grouped(x_ND, weights_NK, experts_NK, counts_E)
         else:
             out_ND = self._loop(x_ND, weights_NK, experts_NK)

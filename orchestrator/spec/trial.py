@@ -7,8 +7,8 @@ names them (`resolve_paths`), since Ray runs trials in other working directories
 `environment_problems` checks what depends on this machine (data that must be readable here).
 
 A trial is identified by its config hash: the SHA-256 of the canonical JSON of the sections that
-change results (model, data, train, deepspeed, eval), with the gate normalised so that two
-configs building the same model hash alike. Tracking settings do not enter the hash.
+change results (model, data, train, deepspeed, eval), with the gate and the attention kind
+normalised so that two configs building the same model hash alike. Tracking settings do not enter the hash.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def _section_json(cfg: TrialConfig, name: str) -> str:
     cached = section.__dict__.get("_json_cache")
     if cached is None:
         if name == "model":
-            section = section.replace(gate=section.gate.normalized())
+            section = section.replace(gate=section.gate.normalized(), attention=section.attention.normalized())
         cached = json.dumps(_non_defaults(section), sort_keys=True, separators=(",", ":"))
         object.__setattr__(getattr(cfg, name), "_json_cache", cached)
     return cached

@@ -87,3 +87,34 @@ def test_impl_is_validated():
 
     with pytest.raises(ConfigError, match="moe.impl: got 'fused'"):
         moe_cfg(impl="fused")
+
+
+def test_auto_runs_grouped_only_where_grouped_mm_runs(monkeypatch):
+    """`impl: auto` (the default): the loop on a CPU, where it is the faster one
+    (benchmarks/moe_grouped.py), the grouped path where `torch._grouped_mm` can run. There, a
+    per-segment matmul standing in for `torch._grouped_mm` checks the CUDA path's segment
+    bookkeeping (offsets from the per-expert counts) against the loop."""
+    torch.manual_seed(3)
+    m = MoE(moe_cfg())
+    assert m.impl == "auto"
+    x = torch.randn(2, 5, 64)
+    calls = []
+    real = MoE._grouped
+
+    def spy(self, *args):
+        calls.append("grouped")
+        return real(self, *args)
+
+    monkeypatch.setattr(MoE, "_grouped", spy)
+    y_cpu = m(x)
+    assert calls == [], "CPU: the loop"
+    monkeypatch.setattr(MoE, "_grouped_mm_ok", lambda self, x: True)
+    monkeypatch.setattr(
+        torch,
+        "_grouped_mm",
+        lambda a, b, offs: torch.cat([s @ b[e] for e, s in enumerate(torch.tensor_split(a, offs[:-1].long()))]),
+        raising=False,
+    )
+    y_gpu_path = m(x)
+    assert calls == ["grouped"]
+    torch.testing.assert_close(y_gpu_path, y_cpu, atol=1e-6, rtol=1e-5)

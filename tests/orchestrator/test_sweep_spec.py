@@ -148,6 +148,15 @@ def test_config_hash_ignores_tracking_and_is_stable():
     assert a.config_hash == b.config_hash
 
 
+def test_attention_fields_that_do_not_apply_do_not_split_a_trial():
+    """`sink_init` means nothing to softmax: a grid over it with kind softmax is one trial; with
+    kind learned_sink it is two."""
+    for kind, trials in (("softmax", 1), ("learned_sink", 2), ("sigmoid", 1)):
+        e = expand(spec(base={"model": {"attention": {"kind": kind}}}, grid={"model.attention.sink_init": [0.0, 2.0]}))
+        assert len(e.trials) == trials, kind
+        assert len({t.config_hash for t in e.trials}) == trials, kind
+
+
 def test_plan_of_a_10000_trial_grid_is_fast():
     s = spec(
         grid={

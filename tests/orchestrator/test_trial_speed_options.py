@@ -78,3 +78,40 @@ def test_compile_trains_like_eager(tmp_path, tracking_uri):
     assert compiled.metrics["first_step_s"] > eager.metrics["first_step_s"]
     blob = torch.load(tmp_path / "c" / "model.pt", weights_only=True)
     assert not any("_orig_mod" in k for k in blob["model"]), "compiled checkpoints keep the model's names"
+
+
+def test_bf16_on_cpu_is_deepspeeds_mixed_precision_and_resumes(tmp_path, tracking_uri):
+    """`deepspeed.precision: bf16` runs on a CPU as on a GPU: bf16 weights and activations, fp32
+    master weights in the optimizer. Its loss curve follows fp32's to bf16 rounding (and is not
+    fp32's: bf16 is really used), it evaluates and probes, and a crash resumes to the same curve."""
+    from orchestrator.tracking.outcomes import TrialFailed
+    from orchestrator.trial.distributed import process_group
+    from orchestrator.trial.run import build
+
+    client = MlflowClient(tracking_uri)
+    over = {"steps": 20, "eval_every": 10, "checkpoint_every": 10, "log_every": 1}
+    with process_group():
+        engine = build(cfg(train=over, deepspeed={"precision": "bf16"})).engine
+    assert next(engine.module.parameters()).dtype == torch.bfloat16
+    assert {p.dtype for group in engine.optimizer.fp32_groups for p in group} == {torch.float32}, "fp32 master weights"
+
+    fp32 = run_trial(cfg(train=over), TrialContext(run_dir=tmp_path / "fp32", tracking_uri=tracking_uri))
+    bf16_cfg = cfg(train=over, deepspeed={"precision": "bf16"})
+    bf16 = run_trial(bf16_cfg, TrialContext(run_dir=tmp_path / "bf16", tracking_uri=tracking_uri))
+    a, b = history(client, fp32.run_id), history(client, bf16.run_id)
+    assert len(a) == len(b) == 20
+    assert max(abs(x - y) for (_, x), (_, y) in zip(a, b)) < 0.05, "bf16 follows fp32"
+    assert any(x != y for (_, x), (_, y) in zip(a, b)), "bf16 is not fp32"
+    assert abs(bf16.metrics["val_loss"] - fp32.metrics["val_loss"]) < 0.05
+    assert 0 <= bf16.metrics["first_token_attn"] <= 1
+
+    def crash(line: str):
+        if line.startswith("step 15/"):
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(TrialFailed) as err:
+        run_trial(bf16_cfg, TrialContext(run_dir=tmp_path / "crash", tracking_uri=tracking_uri, progress=crash))
+    resumed = run_trial(bf16_cfg, TrialContext(run_dir=tmp_path / "crash", tracking_uri=tracking_uri, run_id=err.value.run_id))
+    assert resumed.resumed_from == 10
+    for (step, x), (_, y) in zip(b, history(client, err.value.run_id)):
+        assert y == pytest.approx(x, abs=1e-6), f"step {step}: the resumed bf16 run is the uninterrupted one"
