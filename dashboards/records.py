@@ -11,6 +11,10 @@ from orchestrator.tracking import names, run_state
 GATE_AXIS = "model.gate"
 """The gate axis: its values are gate labels (`none`, `G1-elementwise`, ...)."""
 BASELINE_GATE = "none"
+BASELINE_AXES = {GATE_AXIS: BASELINE_GATE, "model.attention.kind": "softmax"}
+"""The architecture axes and their baseline values. The baseline row is the ungated model with
+plain softmax attention; every row that departs from it on these axes is compared with the
+baseline row whose other axes are equal."""
 
 
 class StoreError(ValueError):

@@ -23,7 +23,7 @@ from . import tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
-from .records import BASELINE_GATE, GATE_AXIS, StoreError, finite
+from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite
 from .stats import compare, sort_value
 from .store import open_client, read_sweep
 
@@ -298,12 +298,13 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
     """((label, map), (label, map), caption) of the last layer's most sink-like head for the
     first baseline row and its gated sibling (G1 elementwise when present, else the gated row
     with the least first-token attention), from their lowest seeds' probes.json."""
-    others = [p for p in comp.axes if p != GATE_AXIS]
+    others = [p for p in comp.axes if p not in BASELINE_AXES]
+    arch = [p for p in comp.axes if p in BASELINE_AXES]
     for base in (r for r in comp.rows if r.is_baseline and r.n):
         sibs = [r for r in comp.rows if r.baseline is base and r.n]
         if not sibs:
             continue
-        g1 = [r for r in sibs if r.axes[GATE_AXIS] == "G1-elementwise"]
+        g1 = [r for r in sibs if r.axes.get(GATE_AXIS) == "G1-elementwise"]
         fta = lambda r: r.stats[FIRST_TOKEN].mean if FIRST_TOKEN in r.stats and r.stats[FIRST_TOKEN].mean is not None else math.inf
         gated = g1[0] if g1 else min(sibs, key=fta)
         maps = []
@@ -320,7 +321,7 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
             rest = ", ".join(f"{p.rsplit('.', 1)[-1]}={axis_text(base.axes[p])}" for p in others)
             caption = (
                 "Attention probabilities of the last layer's most sink-like head on one held-out sequence: the "
-                f"baseline (gate none) beside {gated.axes[GATE_AXIS]}"
+                f"baseline (no gate, softmax attention) beside {gated.label(arch)}"
                 + (f" at {rest}" if rest else "")
                 + ". A bright first column is an attention sink."
             )

@@ -8,8 +8,9 @@
   (ddof 1), the 95% percentile bootstrap interval of the mean (inside the values' range, so
   never below 0 for a non-negative metric) and the Student's t interval, mean ± t(0.975,
   n-1)·std/√n (none for n < 2); see `seedstats`.
-- **Delta** against the baseline row: the row with gate `none` and every other non-seed axis
-  equal (the paper's baseline, REFERENCE §2). Δ = mean(row) - mean(baseline), relative Δ in %
+- **Delta** against the baseline row: the row with gate `none` and softmax attention
+  (`records.BASELINE_AXES`) and every other non-seed axis equal (the paper's baseline,
+  REFERENCE §2; attention-sink remedies are compared with it too). Δ = mean(row) - mean(baseline), relative Δ in %
   of the baseline, the bootstrap interval of the mean paired difference, and a paired t-test
   over the seeds both rows finished (two-sided, as scipy.stats.ttest_rel; needs at least 2 pairs
   and some variation in the differences). The p values of the whole Δ table (every row and
@@ -34,8 +35,10 @@ import math
 
 from .comparison import Comparison, Effect, Row
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
-from .records import BASELINE_GATE, GATE_AXIS, RunRecord, SweepRuns, finite
+from .records import BASELINE_AXES, RunRecord, SweepRuns, finite
 from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
+
+BASELINE_VALUES = frozenset(BASELINE_AXES.values())
 
 __all__ = [
     "Comparison",
@@ -63,8 +66,9 @@ def is_seed_axis(path: str) -> bool:
 
 
 def sort_value(v: str) -> tuple:
-    """Order axis values: the baseline gate first, numbers numerically, then text."""
-    if v == BASELINE_GATE:
+    """Order axis values: the baseline's (gate `none`, attention `softmax`) first, numbers
+    numerically, then text."""
+    if v in BASELINE_VALUES:
         return (0, 0.0, "")
     try:
         return (1, float(v), "")
@@ -138,13 +142,15 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
 
 
 def _baselines(rows: list[Row], axes: list[str]) -> None:
-    """Link each gated row to the `none` row with the other axes equal."""
-    if GATE_AXIS not in axes:
+    """Link each row that departs from the baseline architecture (a gate, an attention kind) to
+    the baseline row (`BASELINE_AXES`) with the other axes equal."""
+    arch = [p for p in axes if p in BASELINE_AXES]
+    if not arch:
         return
-    others = [p for p in axes if p != GATE_AXIS]
-    base = {tuple(r.axes[p] for p in others): r for r in rows if r.axes[GATE_AXIS] == BASELINE_GATE}
+    others = [p for p in axes if p not in BASELINE_AXES]
+    base = {tuple(r.axes[p] for p in others): r for r in rows if all(r.axes[p] == BASELINE_AXES[p] for p in arch)}
     for row in rows:
-        if row.axes[GATE_AXIS] == BASELINE_GATE:
+        if all(row.axes[p] == BASELINE_AXES[p] for p in arch):
             row.is_baseline = True
         else:
             row.baseline = base.get(tuple(row.axes[p] for p in others))

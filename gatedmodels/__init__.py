@@ -22,6 +22,7 @@ _LAZY = {
     "rope_override": "model",
     "ProbeResult": "probes",
     "first_token_attention": "probes",
+    "first_token_share": "probes",
     "gate_histogram": "probes",
     "gate_statistics": "probes",
     "massive_activations": "probes",

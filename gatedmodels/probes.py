@@ -74,6 +74,21 @@ def first_token_attention(attn: list[torch.Tensor]) -> tuple[float, list[float]]
     return sum(per_layer) / len(per_layer), per_layer
 
 
+def first_token_share(attn: list[torch.Tensor]) -> tuple[float, list[float]]:
+    """Key 0's share of each query's attention on the real keys, over queries i >= 1: (mean over
+    layers, per layer). Equal to `first_token_attention` where rows sum to 1 (softmax); for kinds
+    whose rows do not (sigmoid: unnormalised; softpick: at most 1; a sink slot takes a share) it is
+    the comparable reading: how much of what the query attends to sits on the first token. A row
+    with no mass at all (softpick with every score <= 0) counts as 0."""
+    per_layer = []
+    for a in attn:
+        rows = a[:, :, 1:].float()
+        total = rows.sum(-1)
+        share = torch.where(total > 0, rows[..., 0] / total.clamp_min(torch.finfo(torch.float32).tiny), 0.0)
+        per_layer.append(float(share.mean()))
+    return sum(per_layer) / len(per_layer), per_layer
+
+
 def sink_slot_mass(sinks: list[torch.Tensor]) -> tuple[float, list[float]] | None:
     """The share of attention a sink slot absorbs (softmax1's zero logit, a learned sink logit, a
     learned key), over queries i >= 1 as in `first_token_attention`: (mean over layers, per layer).

@@ -94,6 +94,14 @@ REGISTRY: tuple[Metric, ...] = (
     _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", "summary", paper="F-Attn", fmt=".3f"),
     _m("first_token_attn_uniform", "F-Attn unif.", None, "eval", paper="uniform first-token attention"),
     _m(
+        "first_token_share",
+        "F-share",
+        "min",
+        "eval",
+        paper="first token's share of the real-key attention (= F-Attn for softmax)",
+        fmt=".3f",
+    ),
+    _m(
         "sink_slot_mass",
         "sink slot",
         None,

@@ -2,6 +2,8 @@
 
 Metric names are stable (they are MLflow keys and report columns):
   val_loss, val_ppl, val_bpb; first_token_attn (+ /layer_i) and first_token_attn_uniform;
+  first_token_share (+ /layer_i): key 0's share of the real-key attention, the reading that
+  compares across attention kinds whose rows do not sum to 1 (sigmoid, softpick, sink slots);
   sink_slot_mass (+ /layer_i): the share a sink slot absorbs (attention kinds softmax1,
   learned_sink, key_bias), sink mass that first_token_attn does not count;
   sink_ratio (+ /layer_i); max_activation (the paper's M-Act: per-layer max |h| averaged over
@@ -22,6 +24,7 @@ import torch.nn.functional as F
 
 from gatedmodels import (
     first_token_attention,
+    first_token_share,
     gate_histogram,
     gate_statistics,
     massive_activations,
@@ -98,6 +101,7 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
         probe_seq = torch.cat(val_batches)[: cfg.probe_sequences, :-1].to(device)
         _, probe = model.probe(probe_seq)
         fta, fta_layers = first_token_attention(probe.attn)
+        share, share_layers = first_token_share(probe.attn)
         sink, sink_layers = sink_ratio(probe.attn, eps=cfg.sink_eps, max_len=cfg.sink_tokens)
         acts = massive_activations(probe.outputs)
         vratio, vratio_layers = value_norm_ratio_at_bos(probe.values)
@@ -105,6 +109,7 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
             {
                 "first_token_attn": fta,
                 "first_token_attn_uniform": uniform_first_token_attention(probe_seq.shape[1]),
+                "first_token_share": share,
                 "sink_ratio": sink,
                 "max_activation": acts.mean_max,
                 "max_activation/peak": acts.peak,
@@ -113,6 +118,7 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
             }
         )
         metrics.update(_per_layer("first_token_attn", fta_layers))
+        metrics.update(_per_layer("first_token_share", share_layers))
         metrics.update(_per_layer("sink_ratio", sink_layers))
         metrics.update(_per_layer("max_activation", acts.max_per_layer))
         metrics.update(_per_layer("value_norm_bos_ratio", vratio_layers))

@@ -92,3 +92,18 @@ def test_value_norm_ratio_at_bos():
     v[:, 0] *= 0.1
     ratio, per_layer = value_norm_ratio_at_bos([v])
     assert ratio == pytest.approx(0.1)
+
+
+def test_first_token_share_is_first_token_attention_for_softmax_and_normalises_the_rest():
+    from gatedmodels import first_token_share
+
+    T = 12
+    maps = [sink_map(2, 3, T, 0.9), causal_uniform(2, 3, T)]
+    assert first_token_share(maps)[1] == pytest.approx(first_token_attention(maps)[1])
+    # unnormalised rows (sigmoid attention): 0.5 on every causal key is uniform attention, not a sink
+    half = causal_uniform(1, 1, T).ne(0).float() * 0.5
+    assert first_token_attention([half])[0] == pytest.approx(0.5)
+    assert first_token_share([half])[0] == pytest.approx(uniform_first_token_attention(T))
+    # a row that attends nowhere (softpick with every score <= 0) counts as no share, not NaN
+    empty = torch.zeros(1, 1, T, T)
+    assert first_token_share([empty]) == (0.0, [0.0])

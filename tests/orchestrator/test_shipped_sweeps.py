@@ -1,5 +1,5 @@
-"""The shipped Table 4 reproduction runs end to end at reduced steps (`--smoke`), and its report has
-the paper's columns and figures."""
+"""The shipped science sweeps run end to end at reduced steps (`--smoke`), and their reports have
+the columns and figures their README tables are read from."""
 
 from __future__ import annotations
 
@@ -12,69 +12,72 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
+TABLE4_VARIANTS = (
+    "none",
+    "G1-elementwise",
+    "G1-headwise",
+    "G1-elementwise-shared",
+    "G2-elementwise",
+    "G1-elementwise-const",
+    "G1-elementwise-ns-sigmoid",
+)
+REMEDIES = (
+    "none",
+    "G1-elementwise",
+    "none-kind=softmax1",
+    "none-kind=learned_sink",
+    "none-kind=softpick",
+    "none-kind=sigmoid",
+    "none-kind=key_bias",
+)
 
-def test_paper_table4_sweep_smoke_and_report(tmp_path):
+SHIPPED = {
+    # sweep file: (sweep name, trials, configurations in the report, columns, figures)
+    "paper_table4_cpu.yaml": (
+        "paper-table4-cpu",
+        21,
+        TABLE4_VARIANTS,
+        ("first_token_attn", "sink_ratio", "gate_score_mean", "max_activation", "value_norm_bos_ratio", "bbc/trigger_loss", "val_loss"),
+        {"first_token_attn_per_layer.png", "gate_histograms.png", "attention_maps.png"},
+    ),
+    "sink_remedies_cpu.yaml": (
+        "sink-remedies-cpu",
+        42,
+        REMEDIES,
+        ("first_token_attn", "sink_ratio", "sink_slot_mass", "max_activation", "val_loss", "val_bpb", "tokens_per_s"),
+        {"first_token_attn_per_layer.png"},
+    ),
+}
+
+
+def cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("file", sorted(SHIPPED))
+def test_shipped_sweep_smoke_and_report(file, tmp_path):
+    name, trials, configurations, columns, figures = SHIPPED[file]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator.cli",
-            "run",
-            str(ROOT / "sweeps" / "paper_table4_cpu.yaml"),
-            "--smoke",
-            "--tracking-uri",
-            uri,
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
+    run = cli(
+        "run",
+        str(ROOT / "sweeps" / file),
+        "--smoke",
+        "--tracking-uri",
+        uri,
+        "--runs-dir",
+        str(tmp_path / "runs"),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=900,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "paper-table4-cpu-smoke: 21 finished" in run.stdout
-    report = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator.cli",
-            "report",
-            "paper-table4-cpu-smoke",
-            "--format",
-            "md",
-            "--tracking-uri",
-            uri,
-            "--out",
-            str(tmp_path / "report"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    assert f"{name}-smoke: {trials} finished" in run.stdout
+    report = cli(
+        "report", f"{name}-smoke", "--format", "md", "--tracking-uri", uri, "--out", str(tmp_path / "report"), cwd=tmp_path, timeout=300
     )
     assert report.returncode == 0, report.stderr
     md = report.stdout
-    for variant in (
-        "none",
-        "G1-elementwise",
-        "G1-headwise",
-        "G1-elementwise-shared",
-        "G2-elementwise",
-        "G1-elementwise-const",
-        "G1-elementwise-ns-sigmoid",
-    ):
-        assert f"| {variant} " in md, variant
-    for column in (
-        "first_token_attn",
-        "sink_ratio",
-        "gate_score_mean",
-        "max_activation",
-        "value_norm_bos_ratio",
-        "bbc/trigger_loss",
-        "val_loss",
-    ):
+    for configuration in configurations:
+        assert f"| {configuration} " in md, configuration
+    for column in columns:
         assert column in md, column
-    figures = {p.name for p in (tmp_path / "report").glob("*.png")}
-    assert {"first_token_attn_per_layer.png", "gate_histograms.png", "attention_maps.png"} <= figures
+    assert figures <= {p.name for p in (tmp_path / "report").glob("*.png")}
