@@ -27,6 +27,7 @@ SCRIPTS = [
     ("data_pipeline.py", [], ["--large-mb", "200", "--bpe-mb", "10", "--rounds", "1"]),
     ("moe_grouped.py", [], ["--rounds", "2"]),
     ("compile_speed.py", [], ["--rounds", "2"]),
+    ("bf16_cpu.py", [], ["--rounds", "2", "--steps-per-round", "2"]),
     ("gpu_mfu.py", [], []),
 ]
 

@@ -140,7 +140,7 @@ def header_lines(comp: Comparison) -> list[str]:
     lines.append("Intervals: 95% percentile bootstrap of the mean over seeds (exact for ≤ 6 seeds); Student's t in report.csv.")
     if comp.has_baseline:
         lines.append(
-            "Δ: against the baseline row (no gate, softmax attention) with the other axes equal; p: paired t-test over matching seeds, "
+            f"Δ: against the baseline row ({comp.baseline_text}) with the other axes equal; p: paired t-test over matching seeds, "
             f"Holm-adjusted over the {comp.n_tests} tests of the Δ table; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
         )
     if comp.uniform_first_token is not None and any(m.key == FIRST_TOKEN for m in comp.metrics):

@@ -98,6 +98,8 @@ class Comparison:
     """What uniform attention would give for first_token_attn (the reference line)."""
     n_tests: int = 0
     """Paired tests in the Δ table: the family Holm's correction adjusts over."""
+    baseline_text: str = "no gate, softmax attention"
+    """What the baseline row is, for the Δ table's headings."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

@@ -164,7 +164,7 @@ def _deltas(comp: Comparison, heads: dict) -> list[str]:
                 cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", tip))
             rows.append(("", cells))
         parts += [
-            '<section id="deltas"><h2>Δ against the baseline (no gate, softmax attention; other axes equal)</h2>',
+            f'<section id="deltas"><h2>Δ against the baseline ({esc(comp.baseline_text)}; other axes equal)</h2>',
             _table(header, rows, "table-deltas"),
             '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
             f"rows finished (none with fewer than 2 pairs); Holm: p adjusted by Holm's method over the {comp.n_tests} tests "

@@ -62,6 +62,7 @@ def build_report(
     parent_id: str | None = None,
     experiment: str | None = None,
     metrics: list[str] | None = None,
+    baseline: dict[str, str] | None = None,
     with_plots: bool = True,
     log: bool = True,
     progress: Callable[[str], None] | None = None,
@@ -76,7 +77,7 @@ def build_report(
     say(f"read sweep {sweep.name}: {len(sweep.runs)} runs from {sweep.uri} in {timings['read']:.1f} s")
 
     t = time.perf_counter()
-    comp = compare(sweep, metrics)
+    comp = compare(sweep, metrics, baseline)
     timings["stats"] = time.perf_counter() - t
 
     out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name

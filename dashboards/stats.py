@@ -35,7 +35,7 @@ import math
 
 from .comparison import Comparison, Effect, Row
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
-from .records import BASELINE_AXES, RunRecord, SweepRuns, finite
+from .records import BASELINE_AXES, RunRecord, StoreError, SweepRuns, finite
 from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
 
 BASELINE_VALUES = frozenset(BASELINE_AXES.values())
@@ -76,8 +76,12 @@ def sort_value(v: str) -> tuple:
         return (2, 0.0, v)
 
 
-def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
-    """Group the sweep's runs into rows and compute every statistic the report shows."""
+def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[str, str] | None = None) -> Comparison:
+    """Group the sweep's runs into rows and compute every statistic the report shows.
+
+    `baseline` adds axis values the baseline row must have besides `BASELINE_AXES`, e.g.
+    {"model.ffn_dim": "395"} for a parameter-matched baseline: those axes then join the
+    architecture axes, and every other row is compared with that row at equal remaining axes."""
     axes = [p for p in sweep.axes if not is_seed_axis(p)]
     seed_axes = [p for p in sweep.axes if is_seed_axis(p)]
 
@@ -115,7 +119,8 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
         for m in specs:
             row.stats[m.key] = describe({s: r.metrics[m.key] for s, r in row.counted.items() if m.key in r.metrics})
 
-    _baselines(rows, axes)
+    reference = {**BASELINE_AXES, **_checked_baseline(baseline or {}, rows, axes)}
+    _baselines(rows, axes, reference)
     for row in rows:
         if row.baseline is not None:
             for m in specs:
@@ -138,19 +143,34 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None) -> Comparison:
         superseded=sorted(superseded, key=lambda r: r.name),
         uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
         n_tests=len(tests),
+        baseline_text=", ".join(["no gate, softmax attention", *(f"{k}={v}" for k, v in (baseline or {}).items())]),
     )
 
 
-def _baselines(rows: list[Row], axes: list[str]) -> None:
-    """Link each row that departs from the baseline architecture (a gate, an attention kind) to
-    the baseline row (`BASELINE_AXES`) with the other axes equal."""
-    arch = [p for p in axes if p in BASELINE_AXES]
+def _checked_baseline(baseline: dict[str, str], rows: list[Row], axes: list[str]) -> dict[str, str]:
+    """The user's baseline values, each an axis of the sweep and one of its levels (StoreError:
+    the report's user mistake, with what is allowed)."""
+    for path, value in baseline.items():
+        if path not in axes:
+            allowed = ", ".join(p for p in axes if p not in BASELINE_AXES) or "none"
+            raise StoreError(f"--baseline {path}={value}: {path} is not an axis this sweep varies (axes: {allowed})")
+        levels = sorted({r.axes[path] for r in rows}, key=sort_value)
+        if value not in levels:
+            raise StoreError(f"--baseline {path}={value}: no configuration has it; {path} takes {', '.join(levels)}")
+    return baseline
+
+
+def _baselines(rows: list[Row], axes: list[str], reference: dict[str, str]) -> None:
+    """Link each row that departs from the baseline (`reference`: the architecture axes'
+    baseline values, a gate `none` and softmax attention, plus the user's) to the baseline row
+    with the other axes equal."""
+    arch = [p for p in axes if p in reference]
     if not arch:
         return
-    others = [p for p in axes if p not in BASELINE_AXES]
-    base = {tuple(r.axes[p] for p in others): r for r in rows if all(r.axes[p] == BASELINE_AXES[p] for p in arch)}
+    others = [p for p in axes if p not in reference]
+    base = {tuple(r.axes[p] for p in others): r for r in rows if all(r.axes[p] == reference[p] for p in arch)}
     for row in rows:
-        if all(row.axes[p] == BASELINE_AXES[p] for p in arch):
+        if all(row.axes[p] == reference[p] for p in arch):
             row.is_baseline = True
         else:
             row.baseline = base.get(tuple(row.axes[p] for p in others))

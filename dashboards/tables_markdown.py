@@ -92,7 +92,7 @@ def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
     lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
     h, b = delta_cells(comp)
     if b:
-        lines += ["", "## Δ against the baseline (no gate, softmax attention; other axes equal)", ""]
+        lines += ["", f"## Δ against the baseline ({comp.baseline_text}; other axes equal)", ""]
         lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
         lines += [
             "",

@@ -73,7 +73,7 @@ def terminal(comp: Comparison, width: int = 100) -> str:
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
         lines += [""] + textwrap.wrap(
-            f"Δ vs the baseline (gate none, softmax attention; same other axes); p: paired t-test over matching seeds, [Holm-adjusted over the {comp.n_tests} "
+            f"Δ vs the baseline ({comp.baseline_text}; same other axes); p: paired t-test over matching seeds, [Holm-adjusted over the {comp.n_tests} "
             "tests of this table]; + : significant at 0.05 after Holm",
             width,
         )

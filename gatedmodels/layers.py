@@ -139,7 +139,7 @@ class MoE(nn.Module):
     of the routing). `impl="loop"` is the reference: one gather, SwiGLU and `index_add_` per
     expert. They agree to fp32 rounding (tested). `impl="auto"` (the default) is `grouped` where
     `torch._grouped_mm` runs and `loop` elsewhere: on a CPU the loop's matmuls are already about
-    60% of its time, and the padded `bmm`, its padding and its scatters cost more than the loop's
+    70% of its time, and the padded `bmm`, its padding and its scatters cost more than the loop's
     Python overhead (`benchmarks/moe_grouped.py`).
     """
 

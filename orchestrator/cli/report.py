@@ -1,7 +1,8 @@
 """`gatesweep report NAME`: compare a sweep's configurations side by side.
 
 Rows are configurations (seeds grouped: mean ± std, 95% CI, n), columns the axes that vary and
-the paper's metrics; deltas against the gate-`none` baseline with a paired t-test over matching
+the paper's metrics; deltas against the baseline (no gate, softmax attention; with --baseline
+AXIS=VALUE also that value, e.g. a parameter-matched baseline) with a paired t-test over matching
 seeds; the best value per column marked; a main-effect summary per axis; failed and running
 trials listed. The chosen --format goes to stdout (progress to stderr); report.md, report.html
 (one self-contained file), report.csv, report.tex and the plots go to --out, and report.md,
@@ -34,6 +35,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--experiment", help="look for the sweep in this experiment only (default: every experiment)")
     p.add_argument("--parent", metavar="RUN_ID", help="report this launch (parent run id) instead of the newest")
     p.add_argument("--metrics", help="comma-separated metric columns (default: the paper's metrics that were logged)")
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="the baseline row must also have this axis value (repeatable), e.g. model.ffn_dim=395 for a "
+        "parameter-matched baseline; other rows are compared with it at equal remaining axes",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the MLflow parent run")
     return p
@@ -54,6 +63,13 @@ def run(args) -> int:
     if args.metrics is not None and not metrics:
         raise UserError("--metrics: expected comma-separated metric names, e.g. val_ppl,first_token_attn")
 
+    baseline = {}
+    for item in args.baseline:
+        path, sep, value = item.partition("=")
+        if not sep or not path.strip() or not value.strip():
+            raise UserError(f"--baseline {item!r}: expected AXIS=VALUE, e.g. model.ffn_dim=395")
+        baseline[path.strip()] = value.strip()
+
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
@@ -65,6 +81,7 @@ def run(args) -> int:
             parent_id=args.parent,
             experiment=args.experiment,
             metrics=metrics,
+            baseline=baseline,
             with_plots=not args.no_plots,
             log=not args.no_log,
             progress=say,

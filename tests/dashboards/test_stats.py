@@ -172,3 +172,37 @@ def test_degenerate_sweeps_render_in_every_format():
         for render in (tables.terminal, tables.markdown, tables.csv_text, tables.latex, html.render):
             assert render(comp)
     assert "12.00" in tables.terminal(comp) and comp.rows[0].label() == "all runs"
+
+
+def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
+    """`--baseline train.lr=0.01`: the lr axis joins the architecture axes, so every other row,
+    the baseline gate at lr 0.003 too, is compared with the (none, 0.01) row; an attention kind
+    departs from the baseline as a gate does."""
+    comp = compare(sweep_of(design()), baseline={"train.lr": "0.01"})
+    base = next(r for r in comp.rows if r.is_baseline)
+    assert base.axes == {"model.gate": "none", "train.lr": "0.01"}
+    others = [r for r in comp.rows if r.baseline is not None]
+    assert {(r.axes["model.gate"], r.axes["train.lr"]) for r in others} == {
+        ("none", "0.003"),
+        ("none", "1.0"),
+        ("G1-elementwise", "0.003"),
+        ("G1-elementwise", "0.01"),
+    }
+    g1 = next(r for r in others if r.axes == {"model.gate": "G1-elementwise", "train.lr": "0.003"})
+    want = [ppl("G1-elementwise", "0.003", s) - ppl("none", "0.01", s) for s in (0, 1, 2)]
+    assert g1.deltas["val_ppl"].diff == pytest.approx(np.mean(want))
+    assert "train.lr=0.01" in comp.baseline_text
+    md = tables.markdown(comp)
+    assert "Δ against the baseline (no gate, softmax attention, train.lr=0.01" in md
+    for bad, says in (({"train.seed": "0"}, "not an axis this sweep varies"), ({"train.lr": "0.1"}, "takes 0.003, 0.01, 1.0")):
+        with pytest.raises(ValueError, match=says):
+            compare(sweep_of(design()), baseline=bad)
+
+    kinds = []
+    for i, (kind, seed) in enumerate((k, s) for k in ("softmax", "softpick", "sigmoid") for s in (0, 1)):
+        r = run(i + 1, "none", "0.01", seed, metrics={"val_ppl": 10.0 + i})
+        r.tags["gatesweep.axis.model.attention.kind"] = kind
+        kinds.append(r)
+    comp = compare(sweep_of(kinds, axes="model.attention.kind,train.seed"))
+    assert [r.axes["model.attention.kind"] for r in comp.rows] == ["softmax", "sigmoid", "softpick"], "the baseline's kind first"
+    assert comp.rows[0].is_baseline and all(r.baseline is comp.rows[0] for r in comp.rows[1:])
