@@ -272,13 +272,21 @@ def load_sweep(path: str | Path, *, base_dir: str | Path | None = None) -> Sweep
 
 
 def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
-    """A copy that runs every trial for a few steps: catches broken cells before a real launch."""
-    base = deep_merge(
-        spec.base,
-        {
-            "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
-            "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
-        },
-    )
+    """A copy that runs every trial for a few steps: catches broken cells before a real launch.
+
+    The smoke settings win over the sweep's axes as well as its base: a grid or zip over
+    `train.steps` (or another setting below) takes the smoke value in every cell, so no cell
+    trains for its full length; cells that become identical are dropped as duplicates, and an
+    exclusion naming such a setting applies at the smoke value. The copy is self-contained (it is
+    what the sweep's state folder keeps), so a resumed smoke sweep stays a smoke sweep."""
+    smoke = {
+        "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
+        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+    }
+    fixed = {f"{section}.{key}": value for section, values in smoke.items() for key, value in values.items()}
+    grid = {path: ([fixed[path]] if path in fixed else values) for path, values in spec.grid.items()}
+    zipped = [{path: ([fixed[path]] * len(values) if path in fixed else values) for path, values in group.items()} for group in spec.zip]
+    exclude = [{path: fixed.get(path, value) for path, value in entry.items()} for entry in spec.exclude]
+    base = deep_merge(spec.base, smoke)
     search = spec.search.replace(num_samples=min(spec.search.num_samples, 2))
-    return spec.replace(name=f"{spec.name}-smoke", base=base, search=search, scheduler=None)
+    return spec.replace(name=f"{spec.name}-smoke", base=base, grid=grid, zip=zipped, exclude=exclude, search=search, scheduler=None)

@@ -209,3 +209,22 @@ def test_reported_metrics_are_what_an_evaluation_reports(position):
     reported = {k for k in metrics if "/layer_" not in k}  # per-layer values are not reported to Tune
     expected = set(REPORTED_METRICS) | set(BIGRAM_METRICS) | (set(GATE_METRICS) if position != "none" else set())
     assert reported == expected
+
+
+def test_smoke_settings_win_over_the_sweeps_axes():
+    """A zip or grid over train.steps must not make a smoke run train for the full length (the
+    sink-remedies sweep zips steps with its data setting; its smoke cells trained 1,000 steps)."""
+    from orchestrator.spec.sweep import apply_smoke
+
+    s = spec(
+        grid={"train.steps": [300, 600], "train.seed": [0, 1]},
+        zip=[{"data.seq_len": [32, 64], "train.eval_every": [100, 200]}],
+        exclude=[{"train.steps": 600, "train.seed": 1}],
+    )
+    real = expand(s)
+    assert sorted({t.config.train.steps for t in real.trials}) == [300, 600] and len(real.trials) == 6
+    smoke = expand(apply_smoke(s))
+    assert {t.config.train.steps for t in smoke.trials} == {4} and {t.config.train.eval_every for t in smoke.trials} == {0}
+    assert {t.config.data.seq_len for t in smoke.trials} == {32, 64}, "other zipped axes keep their values"
+    # steps 300 and 600 collapse into one cell; the exclusion of (steps, seed 1) now names steps 4
+    assert len(smoke.trials) == 2 and {t.config.train.seed for t in smoke.trials} == {0}
