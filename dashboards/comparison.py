@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from orchestrator.tracking import STATES
 
 from .metrics import MetricSpec, axis_text
-from .records import GATE_AXIS, RunRecord, SweepRuns
+from .records import BASELINE_TEXT, GATE_AXIS, RunRecord, SweepRuns
 from .seedstats import Delta, Stat
 
 
@@ -98,7 +98,7 @@ class Comparison:
     """What uniform attention would give for first_token_attn (the reference line)."""
     n_tests: int = 0
     """Paired tests in the Δ table: the family Holm's correction adjusts over."""
-    baseline_text: str = "no gate, softmax attention"
+    baseline_text: str = BASELINE_TEXT
     """What the baseline row is, for the Δ table's headings."""
 
     def axis_title(self, axis: str) -> str:

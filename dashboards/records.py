@@ -15,6 +15,8 @@ BASELINE_AXES = {GATE_AXIS: BASELINE_GATE, "model.attention.kind": "softmax"}
 """The architecture axes and their baseline values. The baseline row is the ungated model with
 plain softmax attention; every row that departs from it on these axes is compared with the
 baseline row whose other axes are equal."""
+BASELINE_TEXT = "no gate, softmax attention"
+"""`BASELINE_AXES` in words, for headings and captions."""
 
 
 class StoreError(ValueError):

@@ -322,7 +322,7 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
             rest = ", ".join(f"{p.rsplit('.', 1)[-1]}={axis_text(base.axes[p])}" for p in others)
             caption = (
                 "Attention probabilities of the last layer's most sink-like head on one held-out sequence: the "
-                f"baseline (no gate, softmax attention) beside {gated.label(arch)}"
+                f"baseline ({comp.baseline_text}) beside {gated.label(arch)}"
                 + (f" at {rest}" if rest else "")
                 + ". A bright first column is an attention sink."
             )

@@ -35,7 +35,7 @@ import math
 
 from .comparison import Comparison, Effect, Row
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
-from .records import BASELINE_AXES, RunRecord, StoreError, SweepRuns, finite
+from .records import BASELINE_AXES, BASELINE_TEXT, RunRecord, StoreError, SweepRuns, finite
 from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
 
 BASELINE_VALUES = frozenset(BASELINE_AXES.values())
@@ -143,7 +143,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
         superseded=sorted(superseded, key=lambda r: r.name),
         uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
         n_tests=len(tests),
-        baseline_text=", ".join(["no gate, softmax attention", *(f"{k}={v}" for k, v in (baseline or {}).items())]),
+        baseline_text=", ".join([BASELINE_TEXT, *(f"{k}={v}" for k, v in (baseline or {}).items())]),
     )
 
 
