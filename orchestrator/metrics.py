@@ -15,7 +15,7 @@ reports it, which trials do, and its roles:
 `end` for those only the final result has, and `step` for the training metrics logged every
 `train.log_every` steps (MLflow only). `needs` says which trials report a metric: ""
 every trial, `gate` gated models only (not `none` nor the G1 controls), `bigram` Bigram-Backcopy
-data, `slot` models whose attention kind has a sink slot (softmax1, learned_sink, key_bias), `tasks`/`ruler`/`ppl` trials that run that benchmark (`tasks`: lm-evaluation-harness tasks,
+data, `slot` models whose attention kind has a sink slot (softmax1, learned_sink, key_bias), `tasks`/`ruler`/`ppl`/`length` trials that run that benchmark (`tasks`: lm-evaluation-harness tasks,
 named `<task>/<metric>` as the harness names them). Families (`ruler_avg/<length>`,
 `hellaswag/<metric>`, ...) are registered once by their prefix; a per-layer breakdown
 `<metric>/layer_<i>` inherits its metric's entry, and a harness standard error
@@ -35,7 +35,7 @@ from typing import Literal
 Better = Literal["min", "max"] | None
 ROLES = ("headline", "bigram", "progress", "final", "summary")
 WHEN = ("step", "eval", "end")
-NEEDS = ("", "gate", "bigram", "slot", "tasks", "ruler", "ppl")
+NEEDS = ("", "gate", "bigram", "slot", "tasks", "ruler", "ppl", "length")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,9 @@ REGISTRY: tuple[Metric, ...] = (
     _m("ruler_avg/", "RULER", "max", "end", "headline", needs="ruler", paper="RULER", prefix=True),
     _m("ruler/", "RULER", "max", "end", needs="ruler", prefix=True),
     _m("ppl/", "PPL", "min", "end", needs="ppl", prefix=True),
+    _m("length_loss/", "loss@len", "min", "end", needs="length", paper="held-out loss at a longer length", prefix=True),
+    _m("length_copy/", "copy@len", "max", "end", needs="length", paper="copy accuracy at a longer length", prefix=True),
+    _m("length_excess/", "excess@len", "min", "end", needs="length", paper="loss above the optimum at a longer length", prefix=True),
     _m("bpb/", "bpb", "min", "end", needs="ppl", prefix=True),
 )
 """Fixed metrics first, in column order; then the families."""

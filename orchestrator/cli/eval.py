@@ -1,7 +1,9 @@
-"""`gatesweep eval TARGET --tasks hellaswag,mmlu,ruler,ppl`: benchmark a finished trial and log the
+"""`gatesweep eval TARGET --tasks hellaswag,mmlu,ruler,ppl,length`: benchmark a finished trial and log the
 results into its MLflow run. TARGET is an MLflow run id, a trial's folder (holding model.pt and
 run.json) or a model.pt file. Tasks are lm-evaluation-harness tasks (offline data: `eval.tasks`),
-`ruler` (the RULER-style suite) and `ppl` (perplexity sets). Results are cached per weights hash,
+`ruler` (the RULER-style suite), `ppl` (perplexity sets) and `length` (held-out loss at longer
+lengths with RoPE as trained, YaRN and a raised base: `eval.length`; the one task for
+bigram-backcopy trials). Results are cached per weights hash,
 so evaluating again is free."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from orchestrator.tracking import names
 
 from .common import UserError, print_table, tracking_uri
 
-OWN = ("ruler", "ppl")
+OWN = ("ruler", "ppl", "length")
 DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_openai,mmlu,ppl"
 
 
@@ -27,7 +29,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument(
         "--tasks",
         default=DEFAULT_TASKS,
-        help=f"comma-separated harness tasks, ruler, ppl (default: {DEFAULT_TASKS}; see `gatesweep schema`)",
+        help=f"comma-separated harness tasks, ruler, ppl, length (default: {DEFAULT_TASKS}; see `gatesweep schema`)",
     )
     p.add_argument(
         "--limit",
@@ -37,7 +39,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--num-fewshot", type=int, help="few-shot examples for every harness task (default: each task's harness default)")
     p.add_argument("--ppl-sets", help="comma-separated perplexity sets (default: the trial's eval.ppl_sets, else its own corpus)")
-    p.add_argument("--lengths", help="comma-separated RULER context lengths (default: the trial's eval.ruler.lengths)")
+    p.add_argument(
+        "--lengths",
+        help="comma-separated context lengths of ruler and length (default: the trial's eval.ruler.lengths, "
+        "eval.length.lengths, else 2, 4 and 8 times its training length)",
+    )
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default as for run)")
     p.add_argument("--no-log", action="store_true", help="print only; do not log into the run")
     return p
@@ -68,10 +74,21 @@ def _locate(target: str, uri: str) -> tuple[Path, str | None]:
     raise UserError(f"{target}: not a file, a folder or an MLflow run id")
 
 
+def _lengths(text: str) -> list[int]:
+    try:
+        lengths = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--lengths: got {text!r}; allowed: comma-separated whole numbers of tokens, e.g. 128,256,512") from None
+    if not lengths or min(lengths) < 2:
+        raise UserError(f"--lengths: got {text!r}; allowed: lengths of 2 tokens or more")
+    return lengths
+
+
 def run(args) -> int:
     import torch
 
     from gatedmodels import GatedTransformer
+    from gatedmodels.configerrors import ConfigError
     from orchestrator.spec.trial import TrialConfig
 
     from ..data import DataUnavailable, build_trial_data
@@ -84,7 +101,7 @@ def run(args) -> int:
     bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
         raise UserError(
-            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, and harness tasks: {allowed_text()}"
+            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, length, and harness tasks: {allowed_text()}"
         )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
@@ -98,9 +115,10 @@ def run(args) -> int:
     if isinstance(saved.get("eval"), dict):
         saved["eval"].pop("mmlu", None)  # trials trained before eval.tasks replaced eval.mmlu
     cfg = TrialConfig.from_dict(saved)
-    if cfg.data.source == "bigram-backcopy":
+    if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
-            f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets need a text trial"
+            f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "
+            "need a text trial (allowed here: --tasks length)"
         )
     ev = cfg.eval
     for name in harness:  # before the weights are loaded
@@ -108,17 +126,22 @@ def run(args) -> int:
         problem = data_problem(name, ev.tasks.data, ev.tasks.paths.get(task.dataset) if task else None)
         if problem:
             raise UserError(problem)
-    ppl_sets = [s for s in (args.ppl_sets or "").split(",") if s] or ev.ppl_sets or [cfg.data.source]
-    lengths = [int(x) for x in args.lengths.split(",")] if args.lengths else ev.ruler.lengths
+    ppl_sets = ([s for s in (args.ppl_sets or "").split(",") if s] or ev.ppl_sets or [cfg.data.source]) if "ppl" in tasks else ev.ppl_sets
+    lengths = _lengths(args.lengths) if args.lengths else None
+    train_len = cfg.data.seq_len
     # the full benchmark unless --limit says otherwise (the trial's own limit was for its quick in-trial run)
-    cfg = cfg.replace(
-        eval=ev.replace(
-            ppl_sets=ppl_sets,
-            tasks=ev.tasks.replace(names=harness, limit=args.limit, num_fewshot=args.num_fewshot),
-            ruler=ev.ruler.replace(lengths=lengths, samples=args.limit or ev.ruler.samples),
+    try:
+        cfg = cfg.replace(
+            eval=ev.replace(
+                ppl_sets=ppl_sets,
+                tasks=ev.tasks.replace(names=harness, limit=args.limit, num_fewshot=args.num_fewshot),
+                ruler=ev.ruler.replace(lengths=lengths or ev.ruler.lengths, samples=args.limit or ev.ruler.samples),
+                length=ev.length.replace(lengths=lengths or ev.length.lengths or [2 * train_len, 4 * train_len, 8 * train_len]),
+            )
         )
-    )
-    which = tuple(t for t in ("tasks", "ruler", "ppl") if (t == "tasks" and harness) or t in tasks)
+    except ConfigError as err:  # e.g. --lengths beyond the learned positions of the model
+        raise UserError(f"{args.target}: {err.render()} (set the lengths with --lengths)") from None
+    which = tuple(t for t in ("tasks", "ruler", "ppl", "length") if (t == "tasks" and harness) or t in tasks)
     try:
         data = build_trial_data(cfg.data, cfg.train.seed)
     except DataUnavailable as err:
@@ -128,14 +151,16 @@ def run(args) -> int:
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(model, data.tokenizer, cfg, device=device, which=which, progress=lambda line: print(line, flush=True))
+        metrics = run_benchmarks(model, getattr(data, "tokenizer", None), cfg, device=device, which=which, progress=lambda line: print(line, flush=True))
     except DataUnavailable as err:
         raise UserError(str(err)) from None
     shown = [
         {"metric": k, "value": v, "stderr": metrics.get(f"{k}_stderr", "")}
         for k, v in metrics.items()
         if (k.split("/")[0] in harness and not k.endswith("_stderr"))
-        or k.startswith(("harness/", "ruler/", "ruler_avg/", "ppl/", "bpb/", "eval_time_s/"))
+        or k.startswith(
+            ("harness/", "ruler/", "ruler_avg/", "ppl/", "bpb/", "length_loss/", "length_copy/", "length_excess/", "eval_time_s/")
+        )
     ]
     print_table(shown)
     if run_id and not args.no_log:

@@ -1,12 +1,13 @@
 """End-of-trial benchmarks: lm-evaluation-harness tasks (`harness`), the RULER-style suite and
-held-out perplexity sets.
+held-out perplexity sets, and the held-out evaluation at longer lengths (`length`).
 
 Results are cached per checkpoint: the key is a hash of the model weights and of the benchmark's
 settings, so evaluating the same weights again (a resumed trial, `gatesweep eval` on a finished
 run) costs nothing. Metric names (MLflow keys and report columns): `<task>/<metric>` and
 `<task>/<metric>_stderr` as the harness names them (`hellaswag/acc_norm`, `mmlu/acc`,
 `mmlu_stem/acc`, `gsm8k/exact_match/strict-match`), `ruler/<task>/<length>`, `ruler_avg/<length>`,
-`ppl/<set>`, `bpb/<set>`, and `eval_time_s/<benchmark>`.
+`ppl/<set>`, `bpb/<set>`, `length_loss/<extend>/<length>` (orchestrator.evals.length), and
+`eval_time_s/<benchmark>`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import torch
 from gatedmodels import RopeConfig, rope_override
 
 from .heldout import perplexity
+from .length import extended_rope, length_metrics
 
-BENCHMARKS = ("tasks", "ruler", "ppl")
+BENCHMARKS = ("tasks", "ruler", "ppl", "length")
 HARNESS_VERSION = "lm-eval-0.4.13"
 
 
@@ -62,13 +64,8 @@ def cached(key_parts: dict, compute: Callable[[], dict[str, float]]) -> tuple[di
 
 
 def ruler_rope(cfg, length: int, train_len: int, rope: RopeConfig) -> RopeConfig:
-    """RoPE for a context of `length` tokens: as trained up to the training length; beyond it,
-    YaRN with factor length / training length, or a raised base (the paper's 10k -> 1M)."""
-    if length <= train_len or cfg.extend == "none":
-        return rope
-    if cfg.extend == "base":
-        return rope.replace(base=max(rope.base, cfg.base))
-    return rope.replace(scaling="yarn", factor=length / train_len, original_max_len=train_len)
+    """RoPE for a RULER context of `length` tokens (`eval.ruler.extend`, `eval.ruler.base`)."""
+    return extended_rope(cfg.extend, length, train_len, rope, cfg.base)
 
 
 def run_benchmarks(
@@ -81,6 +78,9 @@ def run_benchmarks(
     out: dict[str, float] = {}
     say = progress or (lambda line: None)
     train_len = trial_cfg.data.seq_len
+    out.update(length_metrics(model, trial_cfg, device=device, progress=progress) if "length" in which and ev.length.lengths else {})
+    if tokenizer is None:  # synthetic data: the other benchmarks need text (the config refuses them)
+        return out
     tok_id = tokenizer.fingerprint()
 
     if "tasks" in which and ev.tasks.names:

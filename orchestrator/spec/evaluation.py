@@ -1,4 +1,5 @@
-"""The eval section of a trial: held-out evaluation, probes, harness tasks, RULER-style tasks, perplexity sets."""
+"""The eval section of a trial: held-out evaluation, probes, harness tasks, RULER-style tasks,
+perplexity sets, and the held-out evaluation at longer lengths."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from gatedmodels.configerrors import Issue, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
+EXTENSIONS = ("none", "yarn", "base")
+"""How RoPE is run beyond the training length (orchestrator.evals.length.extended_rope)."""
 RULER_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
 
 
@@ -106,6 +109,40 @@ class RulerConfig(Config):
 
 
 @dataclass(kw_only=True, frozen=True)
+class LengthConfig(Config):
+    """The held-out evaluation at longer contexts than the model was trained on, each length with
+    RoPE as trained, with YaRN and with a raised base (the paper's context extension, §4.4):
+    `length_loss/<extend>/<length>` for every trial, `length_copy/<extend>/<length>` (copy accuracy)
+    on bigram-backcopy. The held-out sequences are the data source's own, drawn at each length."""
+
+    lengths: list[int] = field(default_factory=list)
+    """Context lengths in tokens, e.g. [128, 256, 512] for a model trained at data.seq_len 64; empty: off."""
+    extend: list[Literal["none", "yarn", "base"]] = field(default_factory=lambda: list(EXTENSIONS))
+    """RoPE beyond the training length: `none` as trained, `yarn` YaRN with factor length /
+    data.seq_len, `base` the base raised to `base`."""
+    base: float = 1_000_000.0
+    """RoPE base for `extend: base` (the paper raises 10k to 1M)."""
+    batches: int = 2
+    """Held-out batches per length."""
+    batch_size: int = 16
+    """Sequences per batch."""
+
+    LIMITS = Limits({"lengths": (2, MAX_LEN), "batches": (1, 10_000), "batch_size": (1, MAX_BATCH)})
+
+    def problems(self) -> list[Issue]:
+        out = []
+        if len(set(self.lengths)) != len(self.lengths):
+            out.append(Issue("lengths", f"got {self.lengths}; each length once"))
+        if not self.extend:
+            out.append(Issue("extend", f"got []; allowed: one or more of {', '.join(EXTENSIONS)}"))
+        elif len(set(self.extend)) != len(self.extend):
+            out.append(Issue("extend", f"got {self.extend}; each once"))
+        if self.base <= 1:
+            out.append(Issue("base", f"got {self.base}; allowed: > 1"))
+        return out
+
+
+@dataclass(kw_only=True, frozen=True)
 class EvalConfig(Config):
     """Evaluation on a fixed held-out set, every `train.eval_every` steps and at the end; the
     benchmarks (harness tasks, RULER-style, perplexity sets) run once, when the trial ends."""
@@ -124,6 +161,8 @@ class EvalConfig(Config):
     """Benchmarks through lm-evaluation-harness (HellaSwag, MMLU, ARC, PIQA, WinoGrande, LAMBADA, SciQ, GSM8k)."""
     ruler: RulerConfig = field(default_factory=RulerConfig)
     """RULER-style long-context suite."""
+    length: LengthConfig = field(default_factory=LengthConfig)
+    """Held-out loss (and Bigram-Backcopy's copy accuracy) at longer lengths, with RoPE extended."""
     ppl_sets: list[str] = field(default_factory=list)
     """Held-out perplexity on named sets (each offline corpus's validation split, or a local
     file): logged as ppl/<set> and bpb/<set>."""

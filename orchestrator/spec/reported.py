@@ -20,7 +20,7 @@ SLOT_KINDS = ("softmax1", "learned_sink", "key_bias")
 FINAL_METRICS = metrics.names(when="end")
 """Only in the final result: usable by a search whose trials evaluate only at the end."""
 FINAL_PREFIXES = metrics.prefixes(when="end")
-"""<harness task>/<metric>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>."""
+"""<harness task>/<metric>, ruler_avg/<length>, ruler/<task>/<length>, ppl/<set>, bpb/<set>, length_loss/<extend>/<length>, ..."""
 
 
 def metric_problem(metric: str) -> str | None:
@@ -65,6 +65,13 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
         length = metric.rsplit("/", 1)[1]
         if not ev.ruler.enabled or length not in {str(n) for n in ev.ruler.lengths}:
             return f"it does not run RULER at length {length} (eval.ruler)"
+    elif entry is not None and entry.needs == "length":
+        _, extend, length = (metric.split("/") + ["", ""])[:3]
+        lc = ev.length
+        if extend not in lc.extend or length not in {str(n) for n in lc.lengths}:
+            return f"it does not evaluate at length {length or '?'} with extension {extend or '?'} (eval.length)"
+        if entry.name != "length_loss/" and cfg.data.source != "bigram-backcopy":
+            return f"its data ({cfg.data.source}) is not bigram-backcopy, so it reports no {entry.name}..."
     elif metric.startswith(("ppl/", "bpb/")):
         from orchestrator.spec.evaluation import _set_name
 

@@ -120,6 +120,22 @@ class TrialConfig(Config):
                             f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
                         )
                     )
+        for i, length in enumerate(self.eval.length.lengths):
+            if learned and length > self.model.max_seq_len:
+                out.append(
+                    Issue(
+                        f"eval.length.lengths[{i}]",
+                        f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
+                    )
+                )
+        if self.eval.length.lengths and self.model.position_encoding != "rope" and set(self.eval.length.extend) - {"none"}:
+            out.append(
+                Issue(
+                    "eval.length.extend",
+                    f"got {self.eval.length.extend}; yarn and base extend RoPE, and this model has "
+                    f"position_encoding {self.model.position_encoding} (allowed: [none])",
+                )
+            )
         if self.model.norm_eps <= 0:
             out.append(Issue("model.norm_eps", f"got {self.model.norm_eps}; allowed: > 0"))
         rope = self.model.rope  # YaRN (trained with it, or RULER's extension) needs beta_fast > beta_slow > 0

@@ -47,6 +47,13 @@ SHIPPED = {
         ("val_ppl", "max_activation", "bpb/shakespeare", "bpb/kjv", "bpb/wikipedia"),
         {"loss_curves.png"},
     ),
+    "paper_length_cpu.yaml": (
+        "paper-length-cpu",
+        10,
+        ("none", "G1-elementwise"),
+        ("length_copy/none/512", "length_copy/yarn/512", "length_copy/base/512", "length_excess/yarn/1024", "length_loss/base/256"),
+        {"first_token_attn_per_layer.png", "loss_curves.png"},
+    ),
     "paper_lr_stability_cpu.yaml": (
         "paper-lr-stability-cpu",
         24,

