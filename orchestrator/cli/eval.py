@@ -151,7 +151,9 @@ def run(args) -> int:
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(model, getattr(data, "tokenizer", None), cfg, device=device, which=which, progress=lambda line: print(line, flush=True))
+        metrics = run_benchmarks(
+            model, getattr(data, "tokenizer", None), cfg, device=device, which=which, progress=lambda line: print(line, flush=True)
+        )
     except DataUnavailable as err:
         raise UserError(str(err)) from None
     shown = [

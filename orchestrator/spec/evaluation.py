@@ -12,7 +12,8 @@ from gatedmodels.configerrors import Issue, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
-EXTENSIONS = ("none", "yarn", "base")
+Extension = Literal["none", "yarn", "base"]
+EXTENSIONS: tuple[Extension, ...] = ("none", "yarn", "base")
 """How RoPE is run beyond the training length (orchestrator.evals.length.extended_rope)."""
 RULER_TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
 
@@ -117,7 +118,7 @@ class LengthConfig(Config):
 
     lengths: list[int] = field(default_factory=list)
     """Context lengths in tokens, e.g. [128, 256, 512] for a model trained at data.seq_len 64; empty: off."""
-    extend: list[Literal["none", "yarn", "base"]] = field(default_factory=lambda: list(EXTENSIONS))
+    extend: list[Extension] = field(default_factory=lambda: list(EXTENSIONS))
     """RoPE beyond the training length: `none` as trained, `yarn` YaRN with factor length /
     data.seq_len, `base` the base raised to `base`."""
     base: float = 1_000_000.0
