@@ -23,7 +23,9 @@ DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_o
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "eval", help="run harness tasks (HellaSwag, MMLU, ...), RULER-style and perplexity on a finished trial", description=__doc__
+        "eval",
+        help="run harness tasks (HellaSwag, MMLU, ...), RULER-style, perplexity and longer lengths on a finished trial",
+        description=__doc__,
     )
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")
     p.add_argument(
