@@ -15,6 +15,18 @@ BASELINE_AXES = {GATE_AXIS: BASELINE_GATE, "model.attention.kind": "softmax"}
 """The architecture axes and their baseline values. The baseline row is the ungated model with
 plain softmax attention; every row that departs from it on these axes is compared with the
 baseline row whose other axes are equal."""
+KIND_SETTINGS = "model.attention."
+"""Axes under this prefix besides `model.attention.kind` (`sigmoid_bias`, `sink_init`,
+`softpick_eps`) are settings of an attention kind, part of the variant: a row's baseline need not
+share them (softmax has none of them; the trial config hash resets them for kinds they do not
+apply to)."""
+
+
+def is_variant_setting(axis: str) -> bool:
+    """Whether `axis` is a setting of an attention kind (see `KIND_SETTINGS`)."""
+    return axis.startswith(KIND_SETTINGS) and axis not in BASELINE_AXES
+
+
 BASELINE_TEXT = "no gate, softmax attention"
 """`BASELINE_AXES` in words, for headings and captions."""
 

@@ -23,7 +23,7 @@ from . import tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
-from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite
+from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting
 from .stats import compare, sort_value
 from .store import open_client, read_sweep
 
@@ -299,8 +299,8 @@ def _attention_pair(comp: Comparison, cache: ArtifactCache):
     """((label, map), (label, map), caption) of the last layer's most sink-like head for the
     first baseline row and its gated sibling (G1 elementwise when present, else the gated row
     with the least first-token attention), from their lowest seeds' probes.json."""
-    others = [p for p in comp.axes if p not in BASELINE_AXES]
-    arch = [p for p in comp.axes if p in BASELINE_AXES]
+    others = [p for p in comp.axes if p not in BASELINE_AXES and not is_variant_setting(p)]
+    arch = [p for p in comp.axes if p in BASELINE_AXES or is_variant_setting(p)]
     for base in (r for r in comp.rows if r.is_baseline and r.n):
         sibs = [r for r in comp.rows if r.baseline is base and r.n]
         if not sibs:

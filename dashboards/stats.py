@@ -35,7 +35,7 @@ import math
 
 from .comparison import Comparison, Effect, Row
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
-from .records import BASELINE_AXES, BASELINE_TEXT, RunRecord, StoreError, SweepRuns, finite
+from .records import BASELINE_AXES, BASELINE_TEXT, RunRecord, StoreError, SweepRuns, finite, is_variant_setting
 from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
 
 BASELINE_VALUES = frozenset(BASELINE_AXES.values())
@@ -163,11 +163,12 @@ def _checked_baseline(baseline: dict[str, str], rows: list[Row], axes: list[str]
 def _baselines(rows: list[Row], axes: list[str], reference: dict[str, str]) -> None:
     """Link each row that departs from the baseline (`reference`: the architecture axes'
     baseline values, a gate `none` and softmax attention, plus the user's) to the baseline row
-    with the other axes equal."""
+    with the other axes equal; an attention kind's own settings (`records.KIND_SETTINGS`) are
+    part of the variant, not axes to match."""
     arch = [p for p in axes if p in reference]
     if not arch:
         return
-    others = [p for p in axes if p not in reference]
+    others = [p for p in axes if p not in reference and not is_variant_setting(p)]
     base = {tuple(r.axes[p] for p in others): r for r in rows if all(r.axes[p] == reference[p] for p in arch)}
     for row in rows:
         if all(row.axes[p] == reference[p] for p in arch):

@@ -206,3 +206,30 @@ def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
     comp = compare(sweep_of(kinds, axes="model.attention.kind,train.seed"))
     assert [r.axes["model.attention.kind"] for r in comp.rows] == ["softmax", "sigmoid", "softpick"], "the baseline's kind first"
     assert comp.rows[0].is_baseline and all(r.baseline is comp.rows[0] for r in comp.rows[1:])
+
+
+def test_an_attention_kind_s_own_settings_are_part_of_the_variant():
+    """A zip of kind with `model.attention.sigmoid_bias` (sink_remedies_cpu.yaml: sigmoid at 0
+    and at -log T): the biased sigmoid rows have no softmax row with their bias, yet they are
+    compared with the softmax baseline of the same data, not left without a Δ; the data axis
+    still has to match."""
+    runs = []
+    arms = (("softmax", "0"), ("sigmoid", "0"), ("sigmoid", "-4.1589"))
+    for i, ((kind, bias), source, seed) in enumerate((a, d, s) for a in arms for d in ("bbc", "text") for s in (0, 1)):
+        r = run(i + 1, "none", "0.01", seed, metrics={"val_ppl": 10.0 + i})
+        r.tags.update(
+            {
+                "gatesweep.axis.model.attention.kind": kind,
+                "gatesweep.axis.model.attention.sigmoid_bias": bias,
+                "gatesweep.axis.data.source": source,
+            }
+        )
+        runs.append(r)
+    comp = compare(sweep_of(runs, axes="model.attention.kind,model.attention.sigmoid_bias,data.source,train.seed"))
+    biased = [r for r in comp.rows if r.axes["model.attention.sigmoid_bias"] == "-4.1589"]
+    assert len(biased) == 2
+    for row in biased:
+        assert row.baseline is not None and row.baseline.is_baseline
+        assert row.baseline.axes["data.source"] == row.axes["data.source"]
+        assert "val_ppl" in row.deltas
+    assert sum(r.is_baseline for r in comp.rows) == 2 and sum(r.baseline is not None for r in comp.rows) == 4

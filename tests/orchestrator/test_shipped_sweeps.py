@@ -35,7 +35,7 @@ SHIPPED = {
     ),
     "sink_remedies_cpu.yaml": (
         "sink-remedies-cpu",
-        42,
+        48,
         REMEDIES,
         ("first_token_attn", "sink_ratio", "sink_slot_mass", "max_activation", "val_loss", "val_bpb", "tokens_per_s"),
         {"first_token_attn_per_layer.png"},
