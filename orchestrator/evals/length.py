@@ -7,6 +7,7 @@ sequence, so the first training-length positions count too), and on Bigram-Backc
 `length_copy/<extend>/<length>` (copy accuracy on trigger positions) and
 `length_excess/<extend>/<length>` (loss above the Bayes-optimal loss of those same sequences).
 A length at or below the training length is scored once, as trained, under every extension's name.
+A length the held-out split cannot fill is skipped and said so (`gatesweep run` refuses it before launch).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def extended_rope(extend: str, length: int, train_len: int, rope: RopeConfig, ba
 @torch.no_grad()
 def length_metrics(model, trial_cfg, *, device, progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """`eval.length` of `trial_cfg` on `model` (an unwrapped GatedTransformer, restored as it was)."""
-    from orchestrator.data import build_trial_data
+    from orchestrator.data import DataUnavailable, build_trial_data
 
     ev = trial_cfg.eval.length
     train_len = trial_cfg.data.seq_len
@@ -45,7 +46,12 @@ def length_metrics(model, trial_cfg, *, device, progress: Callable[[str], None] 
     t0 = time.perf_counter()
     try:
         for length in ev.lengths:
-            data = build_trial_data(trial_cfg.data.replace(seq_len=length), trial_cfg.train.seed)
+            try:
+                data = build_trial_data(trial_cfg.data.replace(seq_len=length), trial_cfg.train.seed)
+            except DataUnavailable as err:  # a held-out split shorter than the length (refused at launch; `gatesweep eval` gets here)
+                if progress:
+                    progress(f"length {length}: skipped ({err})")
+                continue
             batches = data.val_batches(ev.batches, ev.batch_size)
             scored: dict[str, dict[str, float]] = {}  # by RoPE settings: extensions that coincide are scored once
             for extend in ev.extend:

@@ -53,6 +53,14 @@ def prepare_sweep_data(configs, *, say: Callable[[str], None], source=None) -> N
                 )
                 if problem not in problems:
                     problems.append(problem)
+            longest = max(cfg.eval.length.lengths, default=0) if trial_settings is None else 0
+            if longest > found.meta["splits"]["val"]["tokens"]:
+                problem = (
+                    f"  eval.length.lengths (source {want.source}, tokenizer {want.tokenizer}): {found.meta['splits']['val']['tokens']:,} "
+                    f"held-out tokens cannot fill one window of {longest}; use shorter lengths, a larger corpus or a larger val_fraction"
+                )
+                if problem not in problems:
+                    problems.append(problem)
     if problems:
         where = f"{source}: " if source else ""
         raise UserError(f"{where}{len(problems)} data source(s) cannot be used; nothing was launched\n" + "\n".join(problems))

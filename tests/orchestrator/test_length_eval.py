@@ -163,3 +163,54 @@ def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_ur
     ]:
         bad = cli(result.run_id, *args)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def small_corpus(tmp_path) -> str:
+    """200 documents of ~60 bytes: a held-out split (5%) of ~600 tokens."""
+    import json
+
+    docs = tmp_path / "small.jsonl"
+    docs.write_text("".join(json.dumps({"text": f"doc {i}: the quick brown fox jumps over the lazy dog."}) + "\n" for i in range(200)))
+    return str(docs)
+
+
+def test_a_length_the_heldout_split_cannot_fill_is_skipped_and_said_so(tmp_path):
+    """`gatesweep eval` on a trial whose held-out split is shorter than a length."""
+    cfg = TrialConfig.from_dict(
+        {
+            "model": {"size": "tiny"},
+            "data": {"source": small_corpus(tmp_path), "seq_len": 32},
+            "eval": {"length": {"lengths": [64, 4096], "extend": ["yarn"], "batches": 1, "batch_size": 2}},
+        }
+    )
+    said: list[str] = []
+    m = length_metrics(model_of(cfg), cfg, device="cpu", progress=said.append)
+    assert "length_loss/yarn/64" in m and not any("/4096" in k for k in m)
+    assert any(line.startswith("length 4096: skipped (") and "cannot fill one window" in line for line in said), said
+
+
+def test_gatesweep_run_refuses_lengths_the_heldout_split_cannot_fill(tmp_path):
+    import yaml
+
+    sweep = {
+        "name": "too-long",
+        "base": {
+            "model": {"size": "tiny"},
+            "data": {"source": small_corpus(tmp_path), "seq_len": 32},
+            "train": {"steps": 2, "batch_size": 2, "eval_every": 0},
+            "eval": {"batches": 1, "batch_size": 2, "probe_sequences": 2, "length": {"lengths": [64, 4096]}},
+        },
+    }
+    f = tmp_path / "too_long.yaml"
+    f.write_text(yaml.safe_dump(sweep))
+    out = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--yes", "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and "nothing was launched" in out.stderr, out.stderr
+    assert "eval.length.lengths" in out.stderr and "cannot fill one window of 4096" in out.stderr, out.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()
