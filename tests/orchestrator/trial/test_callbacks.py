@@ -227,8 +227,16 @@ def test_benchmarks_run_the_selected_suite_once_and_join_the_final_metrics(monke
     monkeypatch.setattr(suite, "run_benchmarks", fake_suite)
     assert selected(config().eval) == ()
     off = SimpleNamespace(enabled=False)
-    assert selected(SimpleNamespace(tasks=SimpleNamespace(names=["piqa"]), ruler=off, ppl_sets=["kjv"])) == ("tasks", "ppl")
+    no_lengths = SimpleNamespace(lengths=[])
+    assert selected(SimpleNamespace(tasks=SimpleNamespace(names=["piqa"]), ruler=off, ppl_sets=["kjv"], length=no_lengths)) == (
+        "tasks",
+        "ppl",
+    )
+    lengths = SimpleNamespace(lengths=[256])
+    assert selected(SimpleNamespace(tasks=SimpleNamespace(names=[]), ruler=off, ppl_sets=[], length=lengths)) == ("length",)
     final = {"val_loss": 1.0}
     Benchmarks(config(), Tiny(), SimpleNamespace(tokenizer="tok"), ("ppl",), device="cpu", progress=print).collect_final(final)
     assert calls == [("tok", ("ppl",), print)]
     assert final["ppl/kjv"] == 12.0 and final["eval_time_s/benchmarks"] >= 0 and final["val_loss"] == 1.0
+    Benchmarks(config(), Tiny(), SimpleNamespace(), ("length",), device="cpu").collect_final({})  # synthetic data: no tokenizer
+    assert calls[-1] == (None, ("length",), None)
