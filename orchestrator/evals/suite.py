@@ -74,13 +74,13 @@ def run_benchmarks(
     """The benchmarks named in `which`, with the settings of `trial_cfg.eval`; returns the metrics to log."""
     ev = trial_cfg.eval
     model.eval()
-    wh = weights_hash(model)
     out: dict[str, float] = {}
     say = progress or (lambda line: None)
     train_len = trial_cfg.data.seq_len
     out.update(length_metrics(model, trial_cfg, device=device, progress=progress) if "length" in which and ev.length.lengths else {})
     if tokenizer is None:  # synthetic data: the other benchmarks need text (the config refuses them)
         return out
+    wh = weights_hash(model)  # the key of the cached benchmarks below
     tok_id = tokenizer.fingerprint()
 
     if "tasks" in which and ev.tasks.names:

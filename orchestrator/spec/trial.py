@@ -111,23 +111,16 @@ class TrialConfig(Config):
                     f"got {self.eval.tasks.max_len}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
                 )
             )
-        if learned and self.eval.ruler.enabled:
-            for i, length in enumerate(self.eval.ruler.lengths):
-                if length > self.model.max_seq_len:
+        evaluated = {
+            "eval.ruler.lengths": self.eval.ruler.lengths if self.eval.ruler.enabled else [],
+            "eval.length.lengths": self.eval.length.lengths,
+        }
+        for path, lengths in evaluated.items():  # the end-of-trial evaluations at other lengths
+            for i, length in enumerate(lengths):
+                if learned and length > self.model.max_seq_len:
                     out.append(
-                        Issue(
-                            f"eval.ruler.lengths[{i}]",
-                            f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
-                        )
+                        Issue(f"{path}[{i}]", f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})")
                     )
-        for i, length in enumerate(self.eval.length.lengths):
-            if learned and length > self.model.max_seq_len:
-                out.append(
-                    Issue(
-                        f"eval.length.lengths[{i}]",
-                        f"got {length}; learned positions allow at most model.max_seq_len ({self.model.max_seq_len})",
-                    )
-                )
         if self.eval.length.lengths and self.model.position_encoding != "rope" and set(self.eval.length.extend) - {"none"}:
             out.append(
                 Issue(
