@@ -169,7 +169,7 @@ def _representative(row: Row):
 
 def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tuple[Path, str]]:
     """Draw every plot the data allows; return (path, caption) in report order."""
-    from . import plots  # matplotlib: imported only when plots are drawn
+    from orchestrator import plots  # matplotlib: imported only when plots are drawn
 
     made: list[tuple[Path, str]] = []
     rows, note = plotted_rows(comp)

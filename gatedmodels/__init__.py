@@ -13,8 +13,7 @@ from typing import Any
 
 from . import presets  # noqa: F401  (registers the size presets)
 from .config import ATTENTION_KINDS, POSITIONS, PRESETS, AttentionConfig, GateConfig, ModelConfig, MoEConfig, RopeConfig
-from .configclass import Config
-from .configerrors import ConfigError, Issue
+from .typedconfig import Config, ConfigError, Issue
 
 _LAZY = {
     "GatedTransformer": "model",

@@ -1,7 +1,7 @@
 """Model and gate configuration (Qiu et al. 2025, §2.2 and Fig. 1).
 
 `GateConfig` describes one gate variant of the paper; `ModelConfig` a Qwen3-style decoder.
-Both are strict typed dataclasses (see `configclass`): a config object that exists is valid, and
+Both are strict typed dataclasses (see `gatedmodels.typedconfig`): a config object that exists is valid, and
 combinations the paper does not define raise `ConfigError` (a `ValueError`) naming the field and
 the allowed values.
 """
@@ -12,9 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .configclass import Config
-from .configerrors import ConfigError, Issue
-from .dicts import deep_merge
+from .typedconfig import Config, ConfigError, Issue, deep_merge
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
 ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gatedmodels.configerrors import ConfigError, Issue
+from gatedmodels.typedconfig import ConfigError, Issue
 from orchestrator.spec.files import UserError, load_yaml
 
 

@@ -60,7 +60,7 @@ def _prepare(args) -> int:
             return 0
         prepare_sweep_data(configs, say=print, source=args.source)
         return 0
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.data import DataConfig
     from orchestrator.spec.trial import TrialConfig
 

@@ -90,7 +90,7 @@ def run(args) -> int:
     import torch
 
     from gatedmodels import GatedTransformer
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.trial import TrialConfig
 
     from ..data import DataUnavailable, build_trial_data

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 
 from .. import __version__
 from . import data, export, import_, plan, probe, report, resume, run, schema, train, ui, validate

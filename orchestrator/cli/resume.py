@@ -91,7 +91,7 @@ def run(args) -> int:
 
 def spec_changes(old, new, limit: int = 4) -> str:
     """The dotted fields whose values differ between two sweep specs, e.g. 'train.steps: 100 -> 200'."""
-    from gatedmodels.dicts import flatten_dict
+    from gatedmodels.typedconfig import flatten_dict
 
     a, b = flatten_dict(old.to_dict()), flatten_dict(new.to_dict())
     diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]

@@ -69,6 +69,9 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         log=lambda line: print(line, flush=True),
     )
     outcome = launcher.run()
+    has_results = not outcome.interrupted and any(r.status in ("finished", "skipped") for r in outcome.rows)
+    if has_results and not publish_report(spec.name, uri, outcome, launcher.dir / "report"):
+        return 130
     print_outcome(outcome)
     from ..tracking import redact_uri
 
@@ -80,6 +83,28 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     if outcome.error:
         print(f"gatesweep: the sweep stopped early: {outcome.error}; `gatesweep resume {spec.name}` continues it", file=sys.stderr)
     return 1 if outcome.failed else 0
+
+
+def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
+    """The comparison report and the parent's per-configuration metrics, after the launcher closed
+    the parent run; False when a signal stopped it (the sweep's results are in the store)."""
+    from dashboards.publish import publish
+    from orchestrator import signals
+
+    try:
+        with signals.as_interrupt():
+            done = publish(uri, name, outcome.parent_run_id, out_dir)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted while the report was built; the sweep's results are in the store "
+            f"(parent run {outcome.parent_run_id}, {outcome.parent_status}): `gatesweep report {name}` builds it",
+            file=sys.stderr,
+        )
+        return False
+    outcome.report_dir = done.report_dir
+    if done.error:
+        outcome.report_error = "; ".join(filter(None, [outcome.report_error, done.error]))
+    return True
 
 
 def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -> None:
@@ -114,7 +139,7 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
-    from dashboards.summary import summary_rows
+    from orchestrator.launch.summary import summary_rows
 
     from .common import print_table
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 
 from .common import UserError
 

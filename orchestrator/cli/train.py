@@ -49,7 +49,7 @@ def load_trial_config(path: str, overrides: list[str]):
     """The validated trial config of a file and its --set overrides, its local paths absolute
     (the file's against its folder, the overrides' against the working directory), checked
     against this machine; UserError naming the file and field otherwise."""
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.paths import environment_problems, resolve_paths
     from orchestrator.spec.trial import TrialConfig, apply_overrides
 

@@ -52,7 +52,7 @@ def import_model(
 ) -> Imported:
     import yaml
 
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.trial import TrialConfig
 
     if loaded.kind == "trial":

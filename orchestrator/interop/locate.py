@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from gatedmodels import ModelConfig
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.spec.bounds import MAX_LEN
 
 from . import hf_layouts

@@ -135,7 +135,7 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
 def write_plots(report: ProbeReport, out: Path, label: str) -> list[Path]:
     """attention_map.png (the most sink-like head of up to 6 layers, first to last),
     first_token_attn.png (per layer), gate_hist.png (gated models)."""
-    from dashboards import plots
+    from orchestrator import plots
 
     n = len(report.attn_maps)
     picks = sorted({round(i * (n - 1) / (MAX_MAP_PANELS - 1)) for i in range(MAX_MAP_PANELS)}) if n > MAX_MAP_PANELS else list(range(n))

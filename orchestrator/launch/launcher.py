@@ -9,7 +9,7 @@ One mechanism serves re-runs, resumes and retries: every trial has a fixed check
   finished in the experiment (`--rerun` forces them).
 On a multi-node cluster, RUNS must be on a file system every node mounts (checkpoints are local
 files). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
-ASHA, Optuna, progress), `launch.state` / `launch.lock` / `launch.signals` (the driver's own state).
+ASHA, Optuna, progress), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.launch import signals
+from orchestrator import signals
 from orchestrator.launch.lock import SweepLock
 from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
 from orchestrator.launch.runs import SweepRuns

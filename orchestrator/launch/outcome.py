@@ -1,28 +1,22 @@
 """How a launch ended, read back from the store: every trial's outcome (the store is the source
 of truth) and the runs settled whose own code could not record their end; the parent closed.
 
-Closing the parent also leaves the sweep's results where the MLflow UI shows them: the
-comparison report (`dashboards.report`, written to RUNS/sweeps/NAME/report/ and logged under
-`report/` on the parent, which its description links), each configuration's mean over its
-finished seeds as the parent's metrics `<metric>/<configuration>`, and the sweep's saved view
-refreshed with the metrics the trials logged (`orchestrator.tracking.views`). None of it can
-fail the sweep: a problem is a warning on stderr and in `SweepOutcome.report_error`.
+Closing the parent also refreshes the sweep's saved view with the metrics the trials logged
+(`orchestrator.tracking.views`); a problem there is a warning on stderr and in
+`SweepOutcome.report_error`, never a failed sweep. The comparison report and the parent's
+per-configuration metrics come after, from `dashboards.publish` (the CLI's step).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dashboards.summary import summary_markdown
-from orchestrator import metrics as registry
 from orchestrator.launch.state import save_state
+from orchestrator.launch.summary import summary_markdown
 from orchestrator.tracking import client, names, run_outcome, run_state, search_all, views
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
 
@@ -60,6 +54,8 @@ class SweepOutcome:
     """Where the end-of-sweep comparison report was written (None when none was)."""
     report_error: str = ""
     """Why the report, the parent's summary metrics or the saved view could not be written."""
+    parent_status: str = ""
+    """The status the parent run was closed with (FINISHED, FAILED, KILLED)."""
 
     @property
     def failed(self) -> int:
@@ -125,6 +121,11 @@ def collect(
 
 
 def close_parent(runs: SweepRuns, outcome: SweepOutcome) -> None:
+    """Record the launch's counts, reason and summary table on the parent, refresh the sweep's
+    saved view, and end the parent (KILLED when interrupted, FAILED when the sweep could not go
+    on or every trial failed, else FINISHED). The comparison report is the caller's next step
+    (`dashboards.publish`, from the CLI), after the parent is closed, so nothing that happens
+    while it is built (a signal, a full disk) can leave the parent RUNNING."""
     cl = client(runs.uri)
     counts: dict[str, int] = {}
     for r in outcome.rows:
@@ -133,20 +134,20 @@ def close_parent(runs: SweepRuns, outcome: SweepOutcome) -> None:
     if outcome.error:
         cl.set_tag(outcome.parent_run_id, REASON_TAG, outcome.error[:4000])
     cl.log_text(outcome.parent_run_id, summary_markdown(outcome.name, [vars(r) for r in outcome.rows]), names.SUMMARY_ARTIFACT)
-    if not outcome.interrupted:
-        publish(runs, outcome, cl)
     if outcome.interrupted:
-        cl.set_terminated(outcome.parent_run_id, status="KILLED")
+        outcome.parent_status = "KILLED"
     else:
+        refresh_view(runs, outcome, cl)
         every_failed = outcome.rows and all(r.status == "failed" for r in outcome.rows)
-        cl.set_terminated(outcome.parent_run_id, status="FAILED" if outcome.error or every_failed else "FINISHED")
+        outcome.parent_status = "FAILED" if outcome.error or every_failed else "FINISHED"
+    cl.set_terminated(outcome.parent_run_id, status=outcome.parent_status)
     save_state(runs.dir, runs.state)
 
 
-def publish(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
-    """The report, the parent's per-configuration means and the refreshed saved view; a failure
-    is said (stderr, `outcome.report_error`), never raised: the trials' results are in already."""
-    done: list[str] = []
+def refresh_view(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
+    """The member tags of every trial of the launch and the saved view with the metrics they
+    logged; a failure is said (stderr, `outcome.report_error`), never raised: the trials'
+    results are in already."""
     try:
         for row in outcome.rows:
             if row.run_id and not row.member:  # trials of a launch from before member tags
@@ -162,56 +163,10 @@ def publish(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
             logged=logged,
             runs=max(runs.view_runs(), len(outcome.rows)),
         )
-        done.append("view")
-        if not any(r.status in ("finished", "skipped") for r in outcome.rows):
-            return
-        from dashboards.report import build_report
-
-        report = build_report(runs.uri, runs.spec.name, parent_id=outcome.parent_run_id, out_dir=runs.dir / "report")
-        outcome.report_dir = report.out_dir
-        if report.log_error:
-            raise RuntimeError(f"the report could not be logged to the parent run: {report.log_error}")
-        done.append("report")
-        log_summary_metrics(cl, outcome.parent_run_id, report.comparison)
     except Exception as err:  # the sweep's results are in the store; what is missing is said
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        outcome.report_error = f"{type(err).__name__}: {first[:300]}" + (f" (written: {', '.join(done)})" if done else "")
+        outcome.report_error = f"{type(err).__name__}: {first[:300]} (the saved view was not written)"
         print(f"[gatesweep] warning: sweep {runs.spec.name}: {outcome.report_error}", file=sys.stderr, flush=True)
-
-
-def config_key(label: str) -> str:
-    """A configuration's label as the last part of a metric name (`G1-elementwise lr_0.003`):
-    MLflow allows letters, digits, `_ - . : space /`, and `/` separates the parts."""
-    text = re.sub(r"[^\w.\- ]+", "_", label.replace(", ", " ").replace("=", "_"))
-    return re.sub(r"\s+", " ", text).strip(" ._") or "all"
-
-
-def summary_metrics(comp) -> dict[str, float]:
-    """`<metric>/<configuration>`: each configuration's mean over its finished seeds, for the
-    runs table's metrics and the registry's summary metrics the trials logged."""
-    logged = {k for row in comp.rows for r in row.counted.values() for k in r.metrics}
-    keys = views.table_metrics(logged) + [m.name for m in registry.select("summary") if m.name in logged]
-    out: dict[str, float] = {}
-    labels = [(row, config_key(row.label(comp.axes))) for row in comp.rows]
-    for key in dict.fromkeys(keys):  # metric by metric: a metric's configurations side by side
-        for row, label in labels:
-            vals = [
-                r.metrics[key]
-                for r in row.counted.values()
-                if isinstance(r.metrics.get(key), (int, float)) and math.isfinite(r.metrics[key])
-            ]
-            if vals:
-                out[f"{key}/{label}"[:250]] = math.fsum(vals) / len(vals)
-    return out
-
-
-def log_summary_metrics(cl, parent_id: str, comp) -> None:
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    items = [Metric(k, v, now, 0) for k, v in summary_metrics(comp).items()]
-    for i in range(0, len(items), 1000):
-        cl.log_batch(parent_id, metrics=items[i : i + 1000])
 
 
 def _settle(cl, row: TrialRow, status: str, reason_tag: str = REASON_TAG) -> None:

@@ -48,7 +48,7 @@ def preflight(uri: str, address: str | None, spec=None, expansion=None, *, sourc
 
 def check_hub(configs, *, source=None) -> None:
     """UserError if a trial reads `hf:` data while gatesweep runs offline."""
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.paths import distinct_problems, hub_problems
 
     issues = distinct_problems(configs, hub_problems)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator.launch import signals
+from orchestrator import signals
 from orchestrator.netpolicy import TELEMETRY_ENV
 from orchestrator.spec.files import UserError
 

@@ -18,7 +18,7 @@ import math
 import os
 from pathlib import Path
 
-from gatedmodels.dicts import set_dotted
+from gatedmodels.typedconfig import set_dotted
 from orchestrator.ray.cluster import TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.tracking import names

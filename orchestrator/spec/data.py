@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gatedmodels.configclass import Config, Limits
-from gatedmodels.configerrors import Issue, show
+from gatedmodels.typedconfig import Config, Issue, Limits, show
 from orchestrator.spec.bounds import MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gatedmodels.configclass import Config, Limits
-from gatedmodels.configerrors import Issue, show
+from gatedmodels.typedconfig import Config, Issue, Limits, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels import GateConfig
-from gatedmodels.configclass import Config
-from gatedmodels.configerrors import ConfigError, Issue, show
-from gatedmodels.dicts import set_dotted
+from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig

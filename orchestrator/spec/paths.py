@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gatedmodels.configerrors import Issue, show
-from gatedmodels.dicts import get_dotted, set_dotted
+from gatedmodels.typedconfig import Issue, get_dotted, set_dotted, show
 
 if TYPE_CHECKING:
     from orchestrator.spec.trial import TrialConfig

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatedmodels.configerrors import show
+from gatedmodels.typedconfig import show
 from orchestrator import metrics
 from orchestrator.spec.trial import TrialConfig
 

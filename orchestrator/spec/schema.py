@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from gatedmodels.configclass import Config, _hints
+from gatedmodels.typedconfig import Config, hints
 from orchestrator.spec.sweep import SECTIONS, SweepSpec
 from orchestrator.spec.trial import TrialConfig
 
@@ -47,10 +47,10 @@ def type_schema(tp: Any) -> dict:
 
 def config_schema(cls: type[Config]) -> dict:
     docs = cls.field_docs()
-    hints = _hints(cls)
+    field_hints = hints(cls)
     props, required = {}, []
     for f in dataclasses.fields(cls):
-        s = dict(type_schema(hints[f.name]))
+        s = dict(type_schema(field_hints[f.name]))
         if f.name in docs:
             s["description"] = docs[f.name]
         if f.default is not dataclasses.MISSING and isinstance(f.default, (str, int, float, bool)):

@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gatedmodels.configclass import Config, Limits
-from gatedmodels.configerrors import Issue, show
+from gatedmodels.typedconfig import Config, Issue, Limits, show
 from orchestrator.spec.bounds import MAX_STEPS
 from orchestrator.spec.reported import metric_problem
 

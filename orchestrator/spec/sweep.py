@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gatedmodels import ModelConfig
-from gatedmodels.configclass import Config, Limits, field_type
-from gatedmodels.configerrors import ConfigError, Issue, show
-from gatedmodels.dicts import deep_merge, set_dotted
+from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, field_type, set_dotted, show
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
 from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths

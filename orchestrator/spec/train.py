@@ -6,9 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gatedmodels.configclass import Config, Limits
-from gatedmodels.configerrors import Issue, show
-from gatedmodels.dicts import deep_merge, flatten_dict
+from gatedmodels.typedconfig import Config, Issue, Limits, deep_merge, flatten_dict, show
 from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
 
 

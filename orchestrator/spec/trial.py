@@ -2,7 +2,7 @@
 section has the same schema, and every expanded sweep trial is one of these.
 
 Every field is bounded where a value would overflow, hang or fail much later (`LIMITS`, see
-`gatedmodels.configclass`); local paths are made absolute against the folder of the file that
+`gatedmodels.typedconfig`); local paths are made absolute against the folder of the file that
 names them (`resolve_paths`), since Ray runs trials in other working directories; and
 `environment_problems` checks what depends on this machine (data that must be readable here).
 
@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels import ModelConfig
-from gatedmodels.configclass import Config, Limits
-from gatedmodels.configerrors import ConfigError, Issue, show
-from gatedmodels.dicts import set_dotted
+from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, set_dotted, show
 from orchestrator.spec.bounds import MAX_LEN
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig

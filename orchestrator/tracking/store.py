@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from gatedmodels.configerrors import ConfigError, Issue
+from gatedmodels.typedconfig import ConfigError, Issue
 
 # Fail fast on HTTP stores; RunLogger does its own buffering and retrying.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
+from dashboards.publish import config_key
 from dashboards.stats import compare
 from dashboards.store import read_sweep
-from orchestrator.launch.outcome import config_key
 from orchestrator.tracking import client, names, views
 
 pytestmark = pytest.mark.slow

@@ -83,7 +83,7 @@ def test_a_whole_moe_model_gives_the_same_logits_and_loss_either_way():
 
 
 def test_impl_is_validated():
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
 
     with pytest.raises(ConfigError, match="moe.impl: got 'fused'"):
         moe_cfg(impl="fused")

@@ -87,7 +87,7 @@ def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_
 
 
 def test_benchmarks_need_text(tmp_path):
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
 
     with pytest.raises(ConfigError, match="eval.tasks.names: needs a text data source"):
         TrialConfig.from_dict({"data": {"source": "bigram-backcopy"}, "eval": {"tasks": {"names": ["piqa"]}}})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.data.sources import DataUnavailable
 from orchestrator.data.tokenizers import byte_tokenizer
 from orchestrator.evals.harness import GatesweepLM, load_tasks, run_tasks

@@ -541,7 +541,7 @@ def test_yaml_merge_keys_and_shipped_files_still_load(tmp_path):
 
 
 def test_every_numeric_limit_message_names_the_range():
-    from gatedmodels.configerrors import ConfigError
+    from gatedmodels.typedconfig import ConfigError
     from orchestrator.spec.trial import TrialConfig
 
     with pytest.raises(ConfigError) as err:

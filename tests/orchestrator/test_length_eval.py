@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gatedmodels import GatedTransformer
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.data import build_trial_data
 from orchestrator.evals.heldout import perplexity
 from orchestrator.evals.length import extended_rope, length_metrics

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.tracking import (
     RunLogger,
     client,

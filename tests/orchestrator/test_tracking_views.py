@@ -13,8 +13,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import _validate_metric_name
 
+from dashboards.publish import config_key
 from orchestrator import metrics as registry
-from orchestrator.launch.outcome import config_key
 from orchestrator.tracking import get_or_create_experiment, inputs, names, views
 
 
@@ -207,12 +207,12 @@ def _launch(tmp_path, uri: str, parent: str, kids: list[str], status: str = "fin
 
 
 def test_the_end_of_a_sweep_never_fails_on_what_the_ui_is_given(tmp_path, tracking_uri, monkeypatch, capsys):
-    from orchestrator.launch.outcome import publish
+    from orchestrator.launch.outcome import refresh_view
 
     cl = MlflowClient(tracking_uri)
     exp, parent, kids = _old_sweep(cl, tracking_uri)
     runs, outcome = _launch(tmp_path, tracking_uri, parent, kids, status="failed")
-    publish(runs, outcome, cl)  # nothing finished: the view and member tags, no report
+    refresh_view(runs, outcome, cl)  # the view and member tags
     assert outcome.report_error == "" and outcome.report_dir is None
     assert views.view_tag("qs") in cl.get_experiment(exp).tags
     assert all(cl.get_run(k).data.tags[names.member_tag("qs")] == parent for k in kids)
@@ -222,6 +222,6 @@ def test_the_end_of_a_sweep_never_fails_on_what_the_ui_is_given(tmp_path, tracki
 
     monkeypatch.setattr(MlflowClient, "set_experiment_tag", refuse)
     runs, outcome = _launch(tmp_path, tracking_uri, parent, kids)
-    publish(runs, outcome, cl)
+    refresh_view(runs, outcome, cl)
     assert outcome.report_error.startswith("PermissionError: read-only store")
     assert "warning: sweep qs: PermissionError" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from gatedmodels import GatedTransformer
 from gatedmodels.config import ModelConfig
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.spec.trial import TrialConfig
 from orchestrator.trial.run import TrialContext, run_trial
 

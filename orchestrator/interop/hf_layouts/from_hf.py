@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from gatedmodels import GateConfig, ModelConfig, MoEConfig, RopeConfig
-from gatedmodels.configerrors import ConfigError
+from gatedmodels.typedconfig import ConfigError
 
 from ..errors import InteropError
 from .to_hf import aux_coef_from_hf

@@ -1,11 +1,11 @@
-"""The end-of-sweep summary table (dashboards.summary) on plain rows, no store."""
+"""The end-of-sweep summary table (orchestrator.launch.summary) on plain rows, no store."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from dashboards.summary import summary_markdown, summary_rows
 from orchestrator import metrics as registry
+from orchestrator.launch.summary import summary_markdown, summary_rows
 
 
 @dataclass

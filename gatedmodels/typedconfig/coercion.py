@@ -6,18 +6,24 @@ ranges of numeric fields are checked afterwards, by `Config.limit_problems`."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from . import configclass  # the module, not its names: configclass imports this one
-from .configerrors import ConfigError, Issue, _close_match, show
+from .errors import ConfigError, Issue, _close_match, show
 
 MAX_STR = 8000
 """Longest string value (MLflow's limit for a tag value)."""
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _is_config(tp: Any) -> bool:
+    """A nested config: a dataclass with a `from_dict` classmethod (`base.Config` and its
+    subclasses). Checked by shape, so this module does not import `base`, which imports it."""
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp) and callable(getattr(tp, "from_dict", None))
 
 
 def _type_name(tp: Any) -> str:
@@ -33,7 +39,7 @@ def _type_name(tp: Any) -> str:
         return "a mapping"
     if tp is type(None):
         return "null"
-    if isinstance(tp, type) and issubclass(tp, configclass.Config):
+    if _is_config(tp):
         return "a mapping"
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, getattr(tp, "__name__", str(tp)))
 
@@ -89,7 +95,7 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
             if key_tp is str and not isinstance(k, str):
                 issues.append(Issue(path, f"has the key {show(k)} ({type(k).__name__}); keys must be strings (quote it)"))
         return {k: coerce(val_tp, v, f"{path}.{k}", issues) for k, v in value.items()}
-    if isinstance(tp, type) and issubclass(tp, configclass.Config):
+    if _is_config(tp):
         if isinstance(value, tp):
             return value
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .configerrors import ConfigError, Issue, show
+from .errors import ConfigError, Issue, show
 
 
 def _join(prefix: str, name: str) -> str:

@@ -1,5 +1,7 @@
 """The plots, as PNG files (matplotlib, Agg backend: no display needed): a sweep's comparison
-(`dashboards.report`) and one trial's own (`orchestrator.trial`, logged as its artifacts).
+(`dashboards.report`), one trial's own (`orchestrator.trial`, logged as its artifacts) and a
+probe's (`orchestrator.interop.probe`). A leaf: it imports nothing of gatesweep's, so every
+room that draws may import it.
 
 Each function draws plain data (lists of numbers and labels) into one file and returns its path.
 Comparison of a sweep's configurations:

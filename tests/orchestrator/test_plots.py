@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from dashboards import plots
+from orchestrator import plots
 
 PNG = b"\x89PNG"
 

@@ -16,7 +16,7 @@ gives all of them:
   string. One mechanism for all configs, so a value that would overflow, or fail much later in a
   library, is refused while loading, naming its field.
 
-The value checks live in `coercion`, the issues and their messages in `configerrors`, the dict
+The value checks live in `coercion`, the issues and their messages in `errors`, the dict
 helpers in `dicts`, the reading of field docstrings in `fielddocs`.
 Torch-free on purpose: the orchestrator validates sweep files without importing torch.
 """
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeVar, get_args, get_origin
 
-from . import coercion  # the module, not its names: coercion refers back to Config (nested configs)
-from .configerrors import ConfigError, Issue, _close_match, describe_range, show
+from .coercion import coerce
 from .dicts import _copy, _join, flatten_dict
+from .errors import ConfigError, Issue, _close_match, describe_range, show
 from .fielddocs import docs_under_fields
 
 INT64 = (-(2**63), 2**63 - 1)
@@ -55,6 +55,11 @@ def _per_class(fn: Callable[[_K], _T]) -> Callable[[_K], _T]:
 @_per_class
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a config class (cached per class)."""
+    return _hints(cls)
 
 
 def _is_int_type(tp: Any) -> bool:
@@ -98,7 +103,7 @@ class Config:
         hints = _hints(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out = coercion.coerce(hints[f.name], value, f.name, issues)
+            out = coerce(hints[f.name], value, f.name, issues)
             if out is not value:
                 object.__setattr__(self, f.name, out)
         if not issues:
@@ -150,7 +155,7 @@ class Config:
         for name in names:
             if name in data:
                 before = len(issues)
-                kwargs[name] = coercion.coerce(hints[name], data[name], _join(path, name), issues)
+                kwargs[name] = coerce(hints[name], data[name], _join(path, name), issues)
                 if len(issues) > before:
                     failed.add(name)
         if issues:
