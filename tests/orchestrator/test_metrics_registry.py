@@ -109,7 +109,7 @@ def test_a_finished_trial_has_every_final_metric(tmp_path, tracking_uri):
 
 def test_report_and_summary_columns_come_from_the_registry():
     from dashboards import metrics as columns
-    from dashboards.summary import summary_columns
+    from orchestrator.launch.summary import summary_columns
 
     assert registry.names("headline") == columns.DEFAULT_METRICS
     every = [m.name for m in registry.REGISTRY if not m.prefix] + ["ruler_avg/4096"]
