@@ -135,8 +135,8 @@ def bounds_of(chain: list[tuple[type, str]], name: str) -> tuple[Any, Any] | Non
     found = False
     for cls, rel in chain:
         key = f"{rel}.{name}" if rel else name
-        if key in cls.LIMITS:  # type: ignore[attr-defined]
-            lo, hi = cls.LIMITS[key]  # type: ignore[attr-defined]
+        if key in cls.LIMITS:
+            lo, hi = cls.LIMITS[key]
             found = True
             low = lo if low is None else (low if lo is None else max(low, lo))
             high = hi if high is None else (high if hi is None else min(high, hi))
@@ -215,7 +215,7 @@ def section_lines(section: Section, seen: dict[type, str], links: dict[tuple[typ
         if differs:
             changes = ", ".join(f"{code(k)} {code(yaml_value(v))}" for k, v in differs.items())
             out += [f"Left out, the section takes the defaults below except {changes}.", ""]
-    docs = section.cls.field_docs()  # type: ignore[attr-defined]
+    docs = section.cls.field_docs()
     field_hints = hints(section.cls)
     rows = []
     for f in dataclasses.fields(section.cls):
