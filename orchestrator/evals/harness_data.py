@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ..data.sources import ONLINE_ENV, DataUnavailable, online, package_dir
 from ..data.tokenizers import cache_dir
+from .mmlu_subjects import SUBJECTS
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,6 @@ MMLU_GROUPS = ("mmlu_stem", "mmlu_humanities", "mmlu_social_sciences", "mmlu_oth
 
 def task_names() -> list[str]:
     """Every task name `eval.tasks.names` accepts (MMLU's subjects as `mmlu_<subject>` too)."""
-    from .mmlu_data import SUBJECTS
-
     return [*TASKS, *(f"{n}{BPB_SUFFIX}" for n in BPB_TASKS), *MMLU_GROUPS, *(f"mmlu_{s}" for s in SUBJECTS)]
 
 
@@ -162,8 +161,6 @@ def allowed_text() -> str:
 
 def base_task(name: str) -> HarnessTask | None:
     """The task `name` runs (for `<task>_bpb`, the multiple-choice task it scores); None if unknown."""
-    from .mmlu_data import SUBJECTS
-
     if name in TASKS:
         return TASKS[name]
     if name.endswith(BPB_SUFFIX) and name[: -len(BPB_SUFFIX)] in BPB_TASKS:
