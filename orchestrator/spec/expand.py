@@ -61,10 +61,23 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
 
     Each section (model, data, ...) of a cell depends only on the cell's axes inside that
     section, so sections are built and validated once per distinct combination: a 10,000-cell
-    grid validates a handful of sections, not 10,000 trial configs from scratch. The launch
-    checks (`_launch_problems`) run over the valid trials even when other cells are invalid, so
-    one round reports both."""
-    checked = _check_cells(spec)
+    grid validates a handful of sections, not 10,000 trial configs from scratch."""
+    expansion, issues = _expand(spec)
+    if issues:
+        raise ConfigError(issues, str(source) if source else None)
+    return expansion
+
+
+def cell_problems(spec: SweepSpec, known: Collection[str] = ()) -> list[Issue]:
+    """What `expand` would raise: the problems of the sweep's cells, each once, and the launch
+    checks (`_launch_problems`) over the valid cells, except the problems whose text (`path:
+    message`, before the cell is named) is in `known`, the base's own. `SweepSpec.problems` calls
+    it, so a file's base, grid, zip, search and scheduler problems are reported in one round."""
+    return _expand(spec, set(known))[1]
+
+
+def _expand(spec: SweepSpec, known: set[str] | None = None) -> tuple[Expansion, list[Issue]]:
+    checked = _check_cells(spec, known)
     trials = checked.trials
     varying = _varying_axes(spec, trials)
     for t in trials:
@@ -72,17 +85,7 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     zipped = {p for group in spec.zip for p in group}
     _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
     issues = checked.issues + _launch_problems(spec, trials)
-    if issues:
-        raise ConfigError(issues, str(source) if source else None)
-    return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying)
-
-
-def cell_problems(spec: SweepSpec, known: Collection[str] = ()) -> list[Issue]:
-    """The problems of the sweep's cells, each once, except those whose text (`path: message`,
-    before the cell is named) is in `known`: the base's own problems, reported with the base.
-    `SweepSpec.problems` calls it, so a file's base, grid, zip and search values are reported in
-    one round."""
-    return _check_cells(spec, set(known)).issues
+    return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying), issues
 
 
 @dataclass

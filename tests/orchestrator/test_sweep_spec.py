@@ -306,3 +306,18 @@ def test_max_concurrent_0_means_the_same_on_the_command_line_and_in_the_file():
     for bad in (-1, 10_001):
         with pytest.raises(UserError, match=rf"--max-concurrent: got {bad}; allowed: 0..10,000 \(0: as many as the cluster fits\)"):
             check_max_concurrent(bad)
+
+
+def test_launch_checks_are_reported_with_the_cells_problems():
+    """The scheduler's settings against the valid trials' steps come in the same round as a
+    wrong grid value."""
+    from gatedmodels.typedconfig import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        spec(
+            grid={"model.gate.position": ["G1", "G7"]},
+            base={"model": {"size": "tiny"}, "train": {"steps": 10, "eval_every": 5}},
+            scheduler={"type": "asha", "grace_period": 50},
+        )
+    text = caught.value.render()
+    assert "model.gate.position: got 'G7'" in text and "scheduler.grace_period: got 50; allowed: <= train.steps of every trial (10" in text
