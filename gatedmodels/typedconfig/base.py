@@ -34,7 +34,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 from .coercion import coerce
 from .dicts import _copy, _join, flatten_dict
-from .errors import ConfigError, Issue, did_you_mean, describe_range, show
+from .errors import ConfigError, Issue, describe_range, did_you_mean, show
 from .fielddocs import docs_under_fields
 
 INT64 = (-(2**63), 2**63 - 1)
