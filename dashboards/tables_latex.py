@@ -22,7 +22,6 @@ _TEX = {
     "<": r"\textless{}",
     ">": r"\textgreater{}",
     "|": r"\textbar{}",
-    '"': r"\textquotedbl{}",
     "–": "--",
     "−": "-",
     "±": r"$\pm$",
