@@ -215,7 +215,12 @@ def header_lines(comp: Comparison) -> list[str]:
     if comp.has_baseline:
         lines.append(
             f"Δ: against the baseline row ({comp.baseline_text}) with the other axes equal; p: paired t-test over matching seeds, "
-            f"Holm-adjusted over the {comp.n_tests} tests of the Δ table; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
+            + (
+                f"Holm-adjusted over the {comp.n_tests} tests of the Δ table"
+                if comp.n_tests
+                else "none here (a test needs 2 paired seeds whose differences vary)"
+            )
+            + f"; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
         )
         lines.append(BEST_TEXT)
     if comp.uniform_first_token is not None and any(m.key == FIRST_TOKEN for m in comp.metrics):

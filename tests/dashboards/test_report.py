@@ -221,7 +221,10 @@ def test_every_format_renders(store, tmp_path, capsys, monkeypatch):
     assert [r["status"] for r in rows if r["train.lr"].startswith("1")] == ["1 failed"]
 
     rc, tex, _ = run_cli(capsys, *common, "--format", "latex")
-    assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and r"\textbf{" in tex and "--" in tex
+    assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and "--" in tex
+    # bold marks a best value only where it is significant after Holm (rarely, with these 2 seeds)
+    marked = any(r.best for r in compare(read_sweep(store.uri, "cmp")).rows)
+    assert "best in bold where significantly better after Holm" in tex and (r"\textbf{" in tex) == marked
 
     rc, page, _ = run_cli(capsys, *common, "--format", "html")
     assert rc == 0 and page.startswith("<!DOCTYPE html>") and "<table" in page
