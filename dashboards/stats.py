@@ -167,7 +167,7 @@ def _check_metrics(sweep: SweepRuns, metrics: list[str] | None) -> None:
     if not unknown:
         return
     named = ", ".join(f"{m!r}{did_you_mean(m, logged)}" for m in unknown)
-    top = [k for k in logged if "/layer_" not in k]
+    top = [k for k in logged if "/layer_" not in k and not k.startswith("system/")]  # per-layer and system metrics not listed
     shown = ", ".join(top[:MAX_LISTED_METRICS]) + (f", ... ({len(top) - MAX_LISTED_METRICS} more)" if len(top) > MAX_LISTED_METRICS else "")
     what = "is not a metric" if len(unknown) == 1 else "are not metrics"
     raise StoreError(f"--metrics: {named} {what} of sweep {sweep.name}; its runs logged: {shown or 'none'}")

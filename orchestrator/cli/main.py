@@ -117,14 +117,15 @@ def _quiet_stdout() -> None:
         pass
 
 
-#: (module prefix, class name) of the exceptions a tracking store raises: MLflow's own, its HTTP
-#: client's and its databases'. Matched on the class hierarchy, so nothing is imported here.
+#: (top-level module, class name, what failed) of the exceptions a tracking store raises: MLflow's
+#: own, its databases' and its HTTP client's. Matched on the class hierarchy, so nothing is
+#: imported here.
 STORE_ERRORS = (
-    ("mlflow", "MlflowException"),
-    ("requests", "RequestException"),
-    ("urllib3", "HTTPError"),
-    ("sqlalchemy", "SQLAlchemyError"),
-    ("sqlite3", "Error"),
+    ("mlflow", "MlflowException", "the tracking store failed"),
+    ("sqlalchemy", "SQLAlchemyError", "the tracking store failed"),
+    ("sqlite3", "Error", "the tracking store failed"),
+    ("requests", "RequestException", "a request to a server failed"),
+    ("urllib3", "HTTPError", "a request to a server failed"),
 )
 
 
@@ -135,9 +136,10 @@ def store_failure(err: BaseException) -> str | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         for cls in type(current).__mro__:
-            if any(cls.__module__.split(".")[0] == mod and cls.__name__ == name for mod, name in STORE_ERRORS):
-                text = " ".join(str(current).split())
-                return f"the tracking store failed: {type(current).__name__}: {text[:400] or 'no message'}"
+            for module, name, what in STORE_ERRORS:
+                if cls.__module__.split(".")[0] == module and cls.__name__ == name:
+                    text = " ".join(str(current).split())
+                    return f"{what}: {type(current).__name__}: {text[:400] or 'no message'}"
         current = current.__cause__ or current.__context__
     return None
 
