@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BrokenPipeError:
+        if not stdout_closed():
+            raise  # another pipe broke (a child's): not the reader going away
         return closed_output()
     except Exception as err:
         reason = store_failure(err)
@@ -92,8 +94,6 @@ def _fail(message: str, code: int) -> int:
         print(f"gatesweep: error: {message}" if code != 130 else f"gatesweep: {message}", file=sys.stderr, flush=True)
     except (BrokenPipeError, ValueError):  # stderr closed too: the exit status is all there is
         pass
-    if code == 130:
-        _quiet_stdout()
     return code
 
 
@@ -101,6 +101,19 @@ def closed_output() -> int:
     """The reader of stdout went away (`| head -1`): stop quietly, as `cat` or `grep` do."""
     _quiet_stdout()
     return EXIT_CLOSED_OUTPUT
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: poll reports an error on it."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout: the write that failed was to it
+        return True
 
 
 def _quiet_stdout() -> None:
