@@ -29,7 +29,7 @@ from orchestrator.spec.bounds import MAX_LEN
 
 from . import hf_layouts
 from .errors import InteropError
-from .safetensors_io import WEIGHTS_NAME, load_file, load_folder
+from .weights_files import WEIGHTS_NAME, LazyTensors, check_headers, folder_headers, headers
 from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -185,8 +185,16 @@ def load_trial(model_pt: Path, run_id: str | None = None) -> Loaded:
     return Loaded(name=folder.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes)
 
 
+def _max_numel(cfg: ModelConfig) -> int:
+    """No tensor of a model can have more elements than the whole model."""
+    from gatedmodels import build_meta
+
+    return build_meta(cfg).num_params()
+
+
 def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) -> None:
-    """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has."""
+    """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has, each
+    floating point (an integer or boolean tensor would be cast silently into the parameters)."""
     from gatedmodels import build_meta
 
     expected = {k: tuple(v.shape) for k, v in build_meta(cfg).state_dict().items()}
@@ -202,6 +210,9 @@ def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) ->
             else f"{wrong[0]} has shape {list(state[wrong[0]].shape)}, the config needs {list(expected[wrong[0]])}"
         )
         raise InteropError(f"{where}: the weights do not match the model config ({what})")
+    for name, t in state.items():
+        if not t.is_floating_point():
+            raise InteropError(f"{where}: tensor {name} has dtype {str(t.dtype).removeprefix('torch.')}; weights must be floating point")
 
 
 def read_config_json(folder: Path) -> dict[str, Any]:
@@ -221,8 +232,10 @@ def load_hf(folder: Path, name: str | None = None) -> Loaded:
     cfg, layout = hf_layouts.config_from_hf(config, where, max_len=MAX_LEN)
     notes: list[str] = []
     cfg = _restore_exact(cfg, config.get(META_KEY), notes)
-    tensors = load_folder(folder)
-    state = hf_layouts.state_from_hf(cfg, layout, tensors, str(folder))
+    infos = folder_headers(folder)  # headers only: unknown, integer or oversized tensors are refused before any is read
+    check_headers(infos, str(folder), max_numel=_max_numel(cfg), skip=("mtp.",))
+    hf_layouts.state_from_hf(cfg, layout, {k: v.meta() for k, v in infos.items()}, str(folder))  # names and shapes, nothing read
+    state = hf_layouts.state_from_hf(cfg, layout, LazyTensors(infos), str(folder))
     tok = folder / TOKENIZER_FILE
     if layout == "official":
         notes.append("the paper's gated layout: q_proj rows grouped per KV head, read as the official modeling_qwen3.py splits them")
@@ -264,8 +277,12 @@ def load_gatesweep_export(folder: Path) -> Loaded:
         raise InteropError(str(err)) from None
     notes: list[str] = []
     trial, model_cfg = _trial_config(data, str(folder / GATESWEEP_CONFIG), notes)
-    state = load_file(folder / WEIGHTS_NAME)
-    check_state(model_cfg, state, str(folder / WEIGHTS_NAME))
+    where = str(folder / WEIGHTS_NAME)
+    infos = headers(folder / WEIGHTS_NAME)
+    check_headers(infos, where, max_numel=_max_numel(model_cfg))
+    check_state(model_cfg, {k: v.meta() for k, v in infos.items()}, where)  # names and shapes, nothing read
+    lazy = LazyTensors(infos)
+    state = {k: lazy[k] for k in lazy}
     tok = folder / TOKENIZER_FILE
     return Loaded(
         name=folder.name,

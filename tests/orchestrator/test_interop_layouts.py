@@ -18,7 +18,7 @@ from orchestrator.interop import InteropError, hf_layouts
 from orchestrator.interop.export import export
 from orchestrator.interop.import_ import import_model
 from orchestrator.interop.locate import build_model, load_hf, locate
-from orchestrator.interop.safetensors_io import load_file, load_folder, save_file
+from orchestrator.interop.weights_files import load_file, load_folder, save_file
 from orchestrator.interop.tokenizer_files import byte_hf_tokenizer
 
 V = 320  # a padded vocabulary, as Qwen's is
