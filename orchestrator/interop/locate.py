@@ -29,12 +29,14 @@ from orchestrator.spec.bounds import MAX_LEN
 
 from . import hf_layouts
 from .errors import InteropError
-from .weights_files import WEIGHTS_NAME, LazyTensors, check_headers, folder_headers, headers
 from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
+from .weights_files import WEIGHTS_NAME, LazyTensors, check_headers, folder_headers, headers
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 GATESWEEP_CONFIG = "config.yaml"
+RUN_ID_KEY = "run_id"
+"""model.pt's record of the MLflow run its weights were trained under (`trial.callbacks.artifacts`)."""
 IMPORT_META = "import.json"
 META_KEY = "gatesweep"
 """config.json key under which an export records the exact gatesweep model config."""
@@ -173,16 +175,12 @@ def load_trial(model_pt: Path, run_id: str | None = None) -> Loaded:
         raise InteropError(f"{model_pt}: not a gatesweep weights file (expected {{'model': state dict, 'config': trial config}})")
     notes: list[str] = []
     trial, model_cfg = _trial_config(blob["config"], str(model_pt), notes)
-    folder = model_pt.parent
-    meta = folder / "run.json"
-    if run_id is None and meta.is_file():
-        try:
-            run_id = json.loads(meta.read_text()).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            run_id = None
+    run_id = _weights_run(model_pt, blob.get(RUN_ID_KEY), run_id, notes)
     state = {k: v for k, v in blob["model"].items() if isinstance(v, torch.Tensor)}
     check_state(model_cfg, state, str(model_pt))
-    return Loaded(name=folder.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes)
+    return Loaded(
+        name=model_pt.parent.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes
+    )
 
 
 def _max_numel(cfg: ModelConfig) -> int:
@@ -190,6 +188,42 @@ def _max_numel(cfg: ModelConfig) -> int:
     from gatedmodels import build_meta
 
     return build_meta(cfg).num_params()
+
+
+def _weights_run(model_pt: Path, trained_under: Any, asked: str | None, notes: list[str]) -> str | None:
+    """The MLflow run these weights belong to: the one they were trained under (model.pt records
+    it), which must be the run asked for (a run id) and the one the folder's run.json names (a newer
+    run of the same folder writes run.json at once, its weights only at its end). Weights that
+    record no run (imports, trials of older versions) take the run asked for or run.json's."""
+    meta = model_pt.parent / "run.json"
+    folder_run = None
+    if meta.is_file():
+        try:
+            record = json.loads(meta.read_text(encoding="utf-8"))
+            folder_run = record.get("run_id") if isinstance(record, dict) else None
+            if not isinstance(folder_run, str) or not RUN_ID.fullmatch(folder_run):
+                raise ValueError(f"no run id in {type(record).__name__} {str(record)[:60]!r}")
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise InteropError(
+                f"{meta}: not a trial's run record ({type(err).__name__}: {str(err)[:80]}); which MLflow run these weights "
+                "belong to is unknown (give the run id instead, or move the weights out of this folder)"
+            ) from None
+    trained = trained_under if isinstance(trained_under, str) and RUN_ID.fullmatch(trained_under) else None
+    if trained is None:
+        if folder_run and not asked:
+            notes.append(f"{model_pt.name} records no run id (written before gatesweep recorded it): taken as run.json's run {folder_run}")
+        return asked or folder_run
+    if asked and asked != trained:
+        raise InteropError(
+            f"run {asked}: its folder's {model_pt.name} was trained under run {trained}, not this one (a later run in the same "
+            f"folder replaced it?); these are not run {asked}'s weights"
+        )
+    if folder_run and folder_run != trained:
+        raise InteropError(
+            f"{model_pt}: trained under MLflow run {trained}, but {meta.name} names run {folder_run} (a newer run of this folder that "
+            f"has not written its weights yet?); `gatesweep eval {trained}` would score these weights in their own run"
+        )
+    return trained
 
 
 def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) -> None:

@@ -83,7 +83,9 @@ def _open(path: Path):
         if "header too small" in text or "header too large" in text:
             raise InteropError(f"{path}: not a safetensors file ({size} bytes; {text})") from None
         if "invalid JSON" in text:
-            raise InteropError(f"{path}: damaged safetensors file (its header is not JSON: {text.split(':', 1)[-1].strip()[:120]})") from None
+            raise InteropError(
+                f"{path}: damaged safetensors file (its header is not JSON: {text.split(':', 1)[-1].strip()[:120]})"
+            ) from None
         raise InteropError(f"{path}: damaged safetensors file ({text[:160]}; is the file truncated?)") from None
     except OSError as err:
         raise InteropError(f"{path}: cannot be read ({err.strerror or err})") from None
@@ -94,7 +96,8 @@ def headers(path: str | Path) -> dict[str, TensorInfo]:
     path = Path(path)
     with _open(path) as f:
         out = {}
-        for name in f.keys():
+        names = f.keys()  # safe_open is not iterable
+        for name in names:
             sl = f.get_slice(name)
             out[name] = TensorInfo(path, str(sl.get_dtype()), tuple(int(s) for s in sl.get_shape()))
         return out

@@ -1,7 +1,9 @@
 """The trial's files, written when it ends and logged as MLflow artifacts: config.yaml (the
 resolved config), deepspeed.json, spikes.json (rules and events), probes.json (the data behind
 the plots), the plots (loss curve with spikes, first-token attention per layer, an attention
-map, gate-score histogram), and RUN_DIR/model.pt (never half-written; logged as `model/model.pt`). Keeps the loss history
+map, gate-score histogram), and RUN_DIR/model.pt (never half-written; logged as `model/model.pt`;
+it records the MLflow run it was trained under, `run_id`, which `gatesweep eval`, `export` and
+`probe` check against the run they would log into). Keeps the loss history
 the curve is drawn from, in every checkpoint."""
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class Artifacts(Callback):
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         tmp = self.run_dir / f"model.pt.tmp{os.getpid()}"
         try:
-            torch.save({"model": state, "config": self.resolved.to_dict()}, tmp)
+            # the run id travels with the weights: a consumer refuses weights of another run than the one it logs into
+            torch.save({"model": state, "config": self.resolved.to_dict(), "run_id": self.tracker.run_id}, tmp)
             os.replace(tmp, self.run_dir / "model.pt")  # never a half-written model.pt
         finally:
             tmp.unlink(missing_ok=True)
