@@ -158,6 +158,8 @@ def source_problem(source: str) -> str | None:
     allowed = ", ".join([*SYNTHETIC, *OFFLINE_CORPORA, "hf:NAME[:CONFIG]", "a local file or folder"])
     if not path.exists():
         return f"got {source!r}: no such file or folder; allowed: {allowed}"
+    if not path.is_file() and not path.is_dir():  # a FIFO would block the reader forever, a device never ends
+        return f"got {source!r}: not a regular file or folder (a pipe, socket or device cannot be a corpus)"
     if path.is_file() and path.suffix.lower() not in LOCAL_SUFFIXES:
         return f"got {source!r}; local files must end in {', '.join(LOCAL_SUFFIXES)}"
     return None
