@@ -81,6 +81,20 @@ class Loaded:
         return copy_for_gatesweep(self.tokenizer_file)
 
 
+MAX_CONFIG_BYTES = 16 << 20
+"""config.json and run.json are a few kB; a larger one (or a device, a pipe) is refused unread."""
+
+
+def bounded_text(path: Path, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a regular file of at most `max_bytes`, or InteropError naming it."""
+    from orchestrator.spec.files import UserError, read_text
+
+    try:
+        return read_text(path, what=what, max_bytes=max_bytes)
+    except UserError as err:
+        raise InteropError(str(err)) from None
+
+
 def locate(target: str, uri: str | None = None) -> Loaded:
     path = Path(target).expanduser()
     if path.is_file():
@@ -199,7 +213,7 @@ def _weights_run(model_pt: Path, trained_under: Any, asked: str | None, notes: l
     folder_run = None
     if meta.is_file():
         try:
-            record = json.loads(meta.read_text(encoding="utf-8"))
+            record = json.loads(bounded_text(meta, "run record", MAX_CONFIG_BYTES))
             folder_run = record.get("run_id") if isinstance(record, dict) else None
             if not isinstance(folder_run, str) or not RUN_ID.fullmatch(folder_run):
                 raise ValueError(f"no run id in {type(record).__name__} {str(record)[:60]!r}")
@@ -252,8 +266,8 @@ def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) ->
 def read_config_json(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        data = json.loads(bounded_text(path, "config.json", MAX_CONFIG_BYTES))
+    except ValueError as err:
         raise InteropError(f"{path}: not a readable JSON file ({type(err).__name__})") from None
     if not isinstance(data, dict):
         raise InteropError(f"{path}: not a JSON object")

@@ -22,6 +22,8 @@ from pathlib import Path
 from .errors import InteropError
 
 TOKENIZER_FILE = "tokenizer.json"
+MAX_TOKENIZER_BYTES = 512 << 20
+"""The largest tokenizer.json read (those of 150k-token vocabularies are ~10 MB)."""
 ADDS_TOKENS = ("TemplateProcessing", "BertProcessing", "RobertaProcessing")
 
 
@@ -106,11 +108,12 @@ def copy_for_gatesweep(source: Path, dest: Path | None = None):
 
     from orchestrator.data import DataUnavailable
     from orchestrator.data.tokenizers import build_tokenizer, cache_dir
+    from orchestrator.spec.files import UserError, read_text
 
     try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InteropError(f"{source}: cannot be read ({getattr(err, 'strerror', None) or err})") from None
+        text = read_text(source, what="tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES)  # a regular file of bounded size
+    except UserError as err:
+        raise InteropError(str(err)) from None
     text = without_added_specials(text, str(source))
     if dest is None:
         dest = cache_dir("tokenizers") / f"hf-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
