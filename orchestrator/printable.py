@@ -19,7 +19,12 @@ UNSAFE = ("Cc", "Cf", "Co", "Cs", "Zl", "Zp")
 use, surrogates, line and paragraph separators."""
 
 
+SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape(c: str) -> str:
+    if c in SHORT:
+        return SHORT[c]
     n = ord(c)
     return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 

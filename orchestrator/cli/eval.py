@@ -52,9 +52,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def _load(target: str, uri: str):
     """The trial `target` names (`orchestrator.interop.locate`: a run id, a trial or import folder,
     a model.pt), its weights checked against its config and against the run it would log into."""
-    from orchestrator.interop.locate import locate
+    from orchestrator.interop.locate import RUN_ID, locate
 
     path = Path(target).expanduser()
+    if not path.exists() and not RUN_ID.fullmatch(target):
+        raise UserError(f"{target}: not a file, a folder or an MLflow run id")
     if path.is_dir() and not (path / "model.pt").exists() and (path / "run.json").exists():
         raise UserError(f"{target}: no model.pt inside (has the trial finished?)")
     loaded = locate(target, uri)

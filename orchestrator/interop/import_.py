@@ -63,7 +63,7 @@ def import_model(
         raise InteropError(
             f"{loaded.path}: no {TOKENIZER_FILE} (gatesweep eval and probe need the model's tokenizer; pass --tokenizer FILE)"
         )
-    if not source_tok.is_file():
+    if not source_tok.exists():
         raise InteropError(f"--tokenizer: {source_tok}: no such file")
     seq_len = min(seq_len, cfg.max_seq_len)
     out = check_out(out, force=force, keep=[loaded.path, tokenizer_file])  # before anything is read or written

@@ -104,7 +104,7 @@ def locate(target: str, uri: str | None = None) -> Loaded:
     if path.is_dir():
         if (path / "model.pt").is_file():
             return load_trial(path / "model.pt")
-        if (path / "config.json").is_file():
+        if (path / "config.json").exists() or (path / "config.json").is_symlink():  # read only if a regular file
             return load_hf(path)
         if (path / GATESWEEP_CONFIG).is_file() and (path / WEIGHTS_NAME).is_file():
             return load_gatesweep_export(path)
@@ -211,7 +211,7 @@ def _weights_run(model_pt: Path, trained_under: Any, asked: str | None, notes: l
     record no run (imports, trials of older versions) take the run asked for or run.json's."""
     meta = model_pt.parent / "run.json"
     folder_run = None
-    if meta.is_file():
+    if meta.exists() or meta.is_symlink():  # read only as a bounded regular file (a device would be read forever)
         try:
             record = json.loads(bounded_text(meta, "run record", MAX_CONFIG_BYTES))
             folder_run = record.get("run_id") if isinstance(record, dict) else None
@@ -294,7 +294,7 @@ def load_hf(folder: Path, name: str | None = None) -> Loaded:
         kind="hf",
         path=folder,
         layout=layout,
-        tokenizer_file=tok if tok.is_file() else None,
+        tokenizer_file=tok if tok.exists() or tok.is_symlink() else None,
         notes=notes,
     )
 
@@ -340,7 +340,7 @@ def load_gatesweep_export(folder: Path) -> Loaded:
         kind="gatesweep",
         path=folder,
         trial=trial,
-        tokenizer_file=tok if tok.is_file() else None,
+        tokenizer_file=tok if tok.exists() or tok.is_symlink() else None,
     )
 
 

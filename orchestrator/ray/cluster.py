@@ -123,7 +123,7 @@ def oversubscription(resources, cores: int | None = None) -> str | None:
         return None
     res = resources
     return (
-        f"resources: a trial needs {need} CPUs (workers_per_trial {res.workers_per_trial} x cpus_per_worker {res.cpus_per_worker:g}), "
+        f"resources: a trial takes workers_per_trial {res.workers_per_trial} x cpus_per_worker {res.cpus_per_worker:g} CPUs, "
         f"this machine has {cores}; the local Ray is told {need} CPUs, so the trial's workers share {cores} cores (slower, not refused)"
     )
 
