@@ -137,15 +137,25 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
+@pytest.fixture(scope="module")
+def module_uri(tmp_path_factory):
+    """One real SQLite MLflow store for the module (creating one costs seconds; each test makes its own runs)."""
+    from orchestrator.tracking import client
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    client(uri).search_experiments()
+    return uri
+
+
 @pytest.fixture
-def store(tracking_uri):
-    """A real SQLite MLflow store with two runs, A and B (as a trial's run and a newer run of its folder)."""
+def store(module_uri):
+    """Two fresh runs, A and B (a trial's run and a newer run of its folder), in the module's store."""
     from mlflow.tracking import MlflowClient
 
-    cl = MlflowClient(tracking_uri)
-    exp = cl.create_experiment("hostile")
-    runs = [cl.create_run(exp, run_name=name).info.run_id for name in ("trained", "newer")]
-    return tracking_uri, cl, runs
+    cl = MlflowClient(module_uri)
+    exp = cl.get_experiment_by_name("hostile") or cl.get_experiment(cl.create_experiment("hostile"))
+    runs = [cl.create_run(exp.experiment_id, run_name=name).info.run_id for name in ("trained", "newer")]
+    return module_uri, cl, runs
 
 
 # ---- 1. destructive flags never delete what the command did not write ----------------------------------
@@ -202,7 +212,9 @@ def test_import_refused_for_a_tokenizer_larger_than_the_vocabulary_leaves_nothin
     big.add_tokens([f"tok{i}" for i in range(100)])  # 357 tokens, the model has 320
     big.save(str(tmp_path / "big.json"))
     out = tmp_path / "imp"
-    one_line(cli(capsys, "import", hf, "--out", out, "--tokenizer", tmp_path / "big.json"), "357 tokens, more than the model's vocabulary (320)")
+    one_line(
+        cli(capsys, "import", hf, "--out", out, "--tokenizer", tmp_path / "big.json"), "357 tokens, more than the model's vocabulary (320)"
+    )
     assert not out.exists(), "a refused import leaves no --out behind"
     code, _, err = cli(capsys, "import", hf, "--out", out, "--data", "shakespeare")  # the corrected command is not 'not empty'
     assert code == 0, err
@@ -246,7 +258,7 @@ def test_eval_logs_into_the_run_the_weights_were_trained_under(tmp_path, capsys,
 
 
 # ---- 3. a NaN model never reads as sink-free -----------------------------------------------------------
-def test_probe_of_nan_weights_reports_nan_and_warns(tmp_path, capsys, tracking_uri):
+def test_probe_of_nan_weights_reports_nan_and_warns(tmp_path, capsys, module_uri):
     from mlflow.tracking import MlflowClient
 
     net = model(gate={"position": "G1"})
@@ -255,13 +267,28 @@ def test_probe_of_nan_weights_reports_nan_and_warns(tmp_path, capsys, tracking_u
             p.fill_(float("nan"))
     trial = trial_dir(tmp_path / "t", net)
     code, out, err = cli(
-        capsys, "probe", trial, "--data", "bigram-backcopy", "--sequences", 2, "--seq-len", 32, "--out", tmp_path / "p", "--log", "--tracking-uri", tracking_uri
+        capsys,
+        "probe",
+        trial,
+        "--data",
+        "bigram-backcopy",
+        "--sequences",
+        2,
+        "--seq-len",
+        32,
+        "--out",
+        tmp_path / "p",
+        "--log",
+        "--tracking-uri",
+        module_uri,
     )
     assert code == 0, err
     assert "sink ratio (Gu et al., eps 0.3, first 64 tokens) nan" in out and "below 1e-2 nan" in out
     assert "gatesweep: warning: the model's attention probabilities are not finite" in err
-    cl = MlflowClient(tracking_uri)
-    run = cl.search_runs([cl.get_experiment_by_name("gatesweep-probes").experiment_id])[0]
+    cl = MlflowClient(module_uri)
+    run = cl.search_runs(
+        [cl.get_experiment_by_name("gatesweep-probes").experiment_id], f"tags.`gatesweep.probe_of` = '{trial / 'model.pt'}'"
+    )[0]
     assert math.isnan(run.data.metrics["sink_ratio"]) and math.isnan(run.data.metrics["gate_frac_below_1e-2"])
     assert "not finite" in run.data.tags["gatesweep.probe_warnings"]
     assert json.loads((tmp_path / "p" / "probe.json").read_text())["warnings"]
@@ -315,7 +342,9 @@ def test_integer_and_boolean_weights_are_refused(tmp_path, capsys, dtype):
     hf = hf_dir(tmp_path / "hf", tmp_path)
     rewrite_safetensors(hf / "model.safetensors", change=lambda k, v: v.to(dtype) if k == "model.norm.weight" else v)
     code = "I32" if dtype == torch.int32 else "BOOL"
-    one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), f"tensor model.norm.weight has dtype {code}; weights must be floating point")
+    one_line(
+        cli(capsys, "import", hf, "--out", tmp_path / "o"), f"tensor model.norm.weight has dtype {code}; weights must be floating point"
+    )
     net = model()
     state = {k: v.to(dtype) if k == "norm.weight" else v for k, v in net.state_dict().items()}
     trial = trial_dir(tmp_path / "t", net, state=state)
@@ -355,7 +384,7 @@ def test_a_signal_during_a_ray_start_is_held_until_it_is_up():
     assert done == ["recorded"]
 
 
-def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
+def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to_resume(tmp_path, capsys, monkeypatch, module_uri):
     from mlflow.tracking import MlflowClient
 
     sweep = tmp_path / "s.yaml"
@@ -363,11 +392,11 @@ def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to
     state = tmp_path / "runs" / "sweeps" / "full"
     (state / f"state.json.tmp{os.getpid()}" / "x").mkdir(parents=True)  # the write of state.json fails, as on a full disk
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "run", sweep)
+    code, out, err = cli(capsys, "run", sweep, "--tracking-uri", module_uri)
     assert code == 1, out + err
     assert "Traceback" not in err and "the sweep's state could not be written" in err and "`gatesweep resume full` continues it" in err
-    cl = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    parent = cl.search_runs([cl.get_experiment_by_name("gatesweep").experiment_id], "tags.`gatesweep.kind` = 'sweep'")[0]
+    cl = MlflowClient(module_uri)
+    parent = cl.search_runs([cl.get_experiment_by_name("gatesweep").experiment_id], "tags.`gatesweep.sweep` = 'full' and tags.`gatesweep.kind` = 'sweep'")[0]
     assert parent.info.status == "FAILED" and "could not be written" in parent.data.tags["gatesweep.failure_reason"]
 
 
@@ -376,7 +405,13 @@ def test_the_ui_server_does_not_inherit_its_options_from_the_environment():
     from orchestrator.cli.ui import server_env
 
     env, dropped = server_env(
-        {"PATH": "/bin", "MLFLOW_GUNICORN_OPTS": "--bind 0.0.0.0:80", "UVICORN_UDS": "/tmp/s", "GUNICORN_CMD_ARGS": "-b 0.0.0.0", "MLFLOW_HOST": "0.0.0.0"}
+        {
+            "PATH": "/bin",
+            "MLFLOW_GUNICORN_OPTS": "--bind 0.0.0.0:80",
+            "UVICORN_UDS": "/tmp/s",
+            "GUNICORN_CMD_ARGS": "-b 0.0.0.0",
+            "MLFLOW_HOST": "0.0.0.0",
+        }
     )
     assert dropped == ["GUNICORN_CMD_ARGS", "MLFLOW_GUNICORN_OPTS", "MLFLOW_HOST", "UVICORN_UDS"]
     assert env == {"PATH": "/bin", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -395,7 +430,6 @@ def test_every_option_variable_of_mlflow_server_is_dropped():
 @pytest.mark.slow
 def test_gatesweep_ui_with_a_bind_option_inherited_listens_on_loopback_only(tmp_path):
     import psutil
-
     from mlflow.tracking import MlflowClient
 
     MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()  # a store to open
@@ -490,7 +524,9 @@ def test_hostile_values_reach_the_terminal_and_markdown_as_escapes(tmp_path, cap
 
     sweep = tmp_path / "inj.yaml"
     sweep.write_text(
-        yaml.safe_dump({"name": "inj", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}, "grid": {"data.separator": HOSTILE}})
+        yaml.safe_dump(
+            {"name": "inj", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}, "grid": {"data.separator": HOSTILE}}
+        )
     )
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "validate", sweep)
@@ -538,15 +574,15 @@ def test_oversubscription_is_said_by_plan(tmp_path, capsys):
 
 
 # ---- 11. the logger's retry is typed and bounded ----------------------------------------------------
-def test_a_permanent_error_that_quotes_transient_words_is_raised_at_once(tracking_uri):
+def test_a_permanent_error_that_quotes_transient_words_is_raised_at_once(module_uri):
     from mlflow.exceptions import MlflowException
 
     from orchestrator.tracking import RunLogger
 
-    logger = RunLogger.create(tracking_uri, "retry", run_name="r", quiet=True)
+    logger = RunLogger.create(module_uri, "retry", run_name="r", quiet=True)
     logger.log_params({"note": "first"})
     t0 = time.perf_counter()
-    with pytest.raises(MlflowException) as err:  # MLflow refuses to change a param: permanent, whatever the words
+    with within(60), pytest.raises(MlflowException) as err:  # MLflow refuses to change a param: permanent, whatever the words
         logger.log_params({"note": "connection timeout 503 500 502 refused"})
     assert time.perf_counter() - t0 < 5 and "503" in str(err.value)
 
@@ -619,10 +655,14 @@ def test_params_are_retried_in_a_bounded_loop_not_by_recursion(monkeypatch):
 @pytest.mark.parametrize("uri, needle", [("ftp://example.org/x", "allowed schemes"), ("sqlite:////no/such/folder/m.db", "does not exist")])
 def test_validate_refuses_the_tracking_uri_plan_refuses(tmp_path, capsys, uri, needle):
     sweep = tmp_path / "u.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "u", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}, "tracking": {"uri": uri}}))
+    sweep.write_text(
+        yaml.safe_dump({"name": "u", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}, "tracking": {"uri": uri}})
+    )
     trial = tmp_path / "t.yaml"
     trial.write_text(yaml.safe_dump({"model": {"size": "tiny"}, "tracking": {"uri": uri}}))
-    lines = [one_line(cli(capsys, cmd, f), "tracking.uri: got", needle) for cmd, f in (("validate", sweep), ("plan", sweep), ("validate", trial))]
+    lines = [
+        one_line(cli(capsys, cmd, f), "tracking.uri: got", needle) for cmd, f in (("validate", sweep), ("plan", sweep), ("validate", trial))
+    ]
     assert lines[0] == lines[1], "validate and plan refuse the same file with the same line"
 
 
@@ -678,7 +718,10 @@ def test_probe_with_a_tokenizer_that_is_a_device(tmp_path, capsys):
     hf = hf_dir(tmp_path / "hf", tmp_path)
     (tmp_path / "corpus.txt").write_text("some text to probe with. " * 400)
     with within(30):
-        one_line(cli(capsys, "probe", hf, "--data", tmp_path / "corpus.txt", "--tokenizer", "/dev/zero", "--out", tmp_path / "p"), "is not a regular file")
+        one_line(
+            cli(capsys, "probe", hf, "--data", tmp_path / "corpus.txt", "--tokenizer", "/dev/zero", "--out", tmp_path / "p"),
+            "is not a regular file",
+        )
 
 
 def test_probe_with_data_that_is_a_device(tmp_path, capsys):
@@ -694,7 +737,10 @@ def test_probe_with_a_nan_threshold(tmp_path, capsys):
 def test_probe_out_that_is_a_file(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
     (tmp_path / "f").write_text("x")
-    one_line(cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--sequences", 2, "--seq-len", 16, "--out", tmp_path / "f"), "cannot be written")
+    one_line(
+        cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--sequences", 2, "--seq-len", 16, "--out", tmp_path / "f"),
+        "cannot be written",
+    )
 
 
 def test_export_out_below_a_file(tmp_path, capsys):
