@@ -460,7 +460,7 @@ def test_gatesweep_ui_with_a_bind_option_inherited_listens_on_loopback_only(tmp_
                 up = s.connect_ex(("127.0.0.1", port)) == 0
             time.sleep(0.5)
         assert up, "the UI did not come up"
-        tree = [proc, *psutil.Process(proc.pid).children(recursive=True)]
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
         listening = {c.laddr for p in tree for c in p.net_connections("inet") if c.status == psutil.CONN_LISTEN}
         assert listening and all(a.ip == "127.0.0.1" for a in listening), listening
         with socket.socket() as s:
