@@ -76,11 +76,20 @@ class Launcher:
                 if not parent:
                     raise
                 payloads, interrupted = [], True
-            except OSError as err:  # the sweep's folder cannot take state.json or sweep.yaml (a full disk)
+            except UserError:
+                raise
+            except Exception as err:  # e.g. a full disk under state.json or sweep.yaml: settle what was started
                 parent = self.state.get("parent_run_id")
-                if not parent:
-                    raise UserError(f"{self.dir}: the sweep's state cannot be written ({err.strerror or err})") from None
-                payloads, error = [], f"the sweep's state could not be written to {self.dir} ({err.strerror or err})"
+                if isinstance(err, OSError):
+                    if not parent:
+                        raise UserError(f"{self.dir}: the sweep's state cannot be written ({err.strerror or err})") from None
+                    error = f"the sweep's state could not be written to {self.dir} ({err.strerror or err})"
+                else:
+                    if not parent:
+                        raise
+                    lines = str(err).strip().splitlines()
+                    error = f"{type(err).__name__}: {lines[0][:300] if lines else ''}"
+                payloads = []
                 self.log(f"sweep error: {error}")
             payloads = [p for p in payloads if self.runs.rows[p.config_hash].status != "skipped"]
             if not interrupted:
