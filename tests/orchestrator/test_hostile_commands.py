@@ -399,7 +399,9 @@ def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to
     assert code == 1, out + err
     assert "Traceback" not in err and "the sweep's state could not be written" in err and "`gatesweep resume full` continues it" in err
     cl = MlflowClient(module_uri)
-    parent = cl.search_runs([cl.get_experiment_by_name("gatesweep").experiment_id], "tags.`gatesweep.sweep` = 'full' and tags.`gatesweep.kind` = 'sweep'")[0]
+    parent = cl.search_runs(
+        [cl.get_experiment_by_name("gatesweep").experiment_id], "tags.`gatesweep.sweep` = 'full' and tags.`gatesweep.kind` = 'sweep'"
+    )[0]
     assert parent.info.status == "FAILED" and "could not be written" in parent.data.tags["gatesweep.failure_reason"]
 
 
