@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -34,6 +35,11 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 
 from common import table
+
+from orchestrator import metrics as registry
+from orchestrator.evals import probe_metrics as pm
+
+TRAIN_LOSS = registry.get("train/loss").name
 
 GOAL_S = 10.0
 GATES = [
@@ -64,6 +70,52 @@ def base_params() -> dict[str, str]:
     return params
 
 
+def probe_templates() -> dict[bool, dict[str, float]]:
+    """The probe metrics a trial logs (gated and ungated, LAYERS layers), from one real probe pass of
+    an untrained tiny model through `probe_metrics`: the synthetic runs carry exactly the keys a
+    trial's evaluation logs (the values are then made up)."""
+    import torch
+
+    from gatedmodels import GatedTransformer, ModelConfig
+
+    out = {}
+    for gated in (False, True):
+        torch.manual_seed(0)
+        gate = {"position": "G1"} if gated else {"position": "none"}
+        model = GatedTransformer(ModelConfig.preset("tiny", n_layers=LAYERS, gate=gate)).eval()
+        with torch.no_grad():
+            _, probe = model.probe(torch.randint(0, model.cfg.vocab_size, (2, 16)))
+        out[gated] = pm.probe_metrics(probe, 16, sink_eps=0.3, sink_tokens=64).metrics
+    return out
+
+
+def synthetic_metrics(rng: random.Random, gate: str, size: str, templates: dict[bool, dict[str, float]]) -> dict[str, float]:
+    """Final metrics of one synthetic trial, every key a registry name: the held-out loss, the
+    probe metrics of `templates` (gated models sink less: lower first-token attention, sink ratio
+    and M-Act, as the paper reports), every end-of-trial metric of all trials, MMLU and RULER."""
+    gated = gate != "none"
+    ppl = 6.0 - (0.25 if gated else 0.0) + 0.05 * SIZES.index(size) + rng.gauss(0, 0.03)
+    metrics = pm.loss_metrics(math.log(ppl), ppl, ppl / 4)
+    fta = (0.05 if gated else 0.45) + rng.gauss(0, 0.01)
+    m_act = (94 if gated else 1053) * rng.uniform(0.9, 1.1)
+    headline = {pm.FIRST_TOKEN_ATTN: fta, pm.SINK_RATIO: 0.05 if gated else 0.9, pm.MAX_ACTIVATION: m_act}
+    for key in templates[gated]:
+        base, _, layer = key.partition("/layer_")
+        if base in headline:
+            metrics[key] = headline[base] * (rng.uniform(0.5, 1.5) if layer else 1.0)
+        elif base in (pm.GATE_SCORE_MEAN,):
+            metrics[key] = 0.12 + rng.uniform(0, 0.1)
+        else:
+            metrics[key] = templates[gated][key] * rng.uniform(0.9, 1.1)
+    for m in registry.select(when="end", needs=""):
+        # loss_spikes (fewer is better): a few; tokens_per_s (more is better): 50k; times: 600 s
+        metrics[m.name] = float(rng.randint(0, 3)) if m.better == "min" else 50000 * rng.uniform(0.9, 1.1) if m.better == "max" else 600.0
+    metrics[registry.get("mmlu/acc").name] = 0.25 + rng.uniform(0, 0.05)
+    ruler = registry.prefixes("headline")[0]
+    metrics.update({f"{ruler}512": 0.5 + rng.uniform(0, 0.1), f"{ruler}1024": 0.4 + rng.uniform(0, 0.1)})
+    return metrics
+
+
 def fill(uri: str, n_runs: int, name: str) -> str:
     """Write the synthetic sweep; return the parent run id."""
     from mlflow.entities import Metric, Param, RunTag
@@ -89,6 +141,7 @@ def fill(uri: str, n_runs: int, name: str) -> str:
         ],
     )
     params0 = base_params()
+    templates = probe_templates()
     now = int(time.time() * 1000)
     cells = [(g, lr, size, seed) for g in GATES for lr in LRS for size in SIZES for seed in range(4)]
     tmp = Path(tempfile.mkdtemp(prefix="gatesweep-bench-art-"))
@@ -118,43 +171,12 @@ def fill(uri: str, n_runs: int, name: str) -> str:
             tags["gatesweep.failure_reason"] = "loss is nan at step 812 (micro-batch 0); training diverged"
         run_id = cl.create_run(exp, run_name=tags["gatesweep.trial_name"], tags={"mlflow.parentRunId": parent}).info.run_id
         params = {**params0, "model.size": size, "train.lr": lr, "train.seed": str(seed), "model.gate.position": gate.split("-")[0]}
-        gated = gate != "none"
-        ppl = 6.0 - (0.25 if gated else 0.0) + 0.05 * SIZES.index(size) + rng.gauss(0, 0.03)
-        fta = (0.05 if gated else 0.45) + rng.gauss(0, 0.01)
-        metrics = {
-            "val_loss": float(__import__("math").log(ppl)),
-            "val_ppl": ppl,
-            "val_bpb": ppl / 4,
-            "first_token_attn": fta,
-            "first_token_attn_uniform": 0.032,
-            "sink_ratio": 0.9 if not gated else 0.05,
-            "max_activation": (94 if gated else 1053) * rng.uniform(0.9, 1.1),
-            "max_activation/peak": 1200.0,
-            "max_activation/ratio": 300.0,
-            "loss_spikes": float(rng.randint(0, 3)),
-            "loss_spikes/sigma": 1.0,
-            "loss_spikes/ema": 2.0,
-            "grad_norm_spikes": 0.0,
-            "tokens_per_s": 50000 * rng.uniform(0.9, 1.1),
-            "train_time_s": 600.0,
-            "value_norm_bos_ratio": 0.2,
-            "mmlu/acc": 0.25 + rng.uniform(0, 0.05),
-            "ruler_avg/512": 0.5 + rng.uniform(0, 0.1),
-            "ruler_avg/1024": 0.4 + rng.uniform(0, 0.1),
-        }
-        for layer in range(LAYERS):
-            metrics[f"first_token_attn/layer_{layer}"] = fta * rng.uniform(0.5, 1.5)
-            metrics[f"sink_ratio/layer_{layer}"] = metrics["sink_ratio"]
-            metrics[f"max_activation/layer_{layer}"] = metrics["max_activation"] * rng.uniform(0.5, 1.5)
-            metrics[f"value_norm_bos_ratio/layer_{layer}"] = 0.2
-        if gated:
-            metrics.update({"gate_score_mean": 0.12 + rng.uniform(0, 0.1), "gate_frac_below_1e-2": 0.3, "gate_frac_below_1e-3": 0.1})
-            metrics.update({f"gate_score_mean/layer_{k}": 0.15 for k in range(LAYERS)})
+        metrics = synthetic_metrics(rng, gate, size, templates)
         points = [Metric(k, float(v), now, 3000) for k, v in metrics.items()]
         loss = 4.0
         for step in range(150, 3001, 150):
             loss = loss * 0.93 + rng.gauss(0, 0.01)
-            points.append(Metric("train/loss", loss, now, step))
+            points.append(Metric(TRAIN_LOSS, loss, now, step))
         items = [Param(k, v) for k, v in params.items()]
         tag_items = [RunTag(k, v) for k, v in tags.items() if k != "mlflow.parentRunId"]
         for j in range(0, len(items), 100):
@@ -162,16 +184,16 @@ def fill(uri: str, n_runs: int, name: str) -> str:
         art = tmp / run_id
         art.mkdir()
         (art / "spikes.json").write_text(json.dumps({"rules": {"rule": "sigma"}, "events": [{"step": 900, "rule": "sigma", "loss": 2.5}]}))
-        hist = [[rng.randint(0, 50) for _ in range(50)] for _ in range(LAYERS)] if gated else None
+        hist = [[rng.randint(0, 50) for _ in range(50)] for _ in range(LAYERS)] if gate != "none" else None
         matrix = [[round(1.0 / (q + 1), 4) if k <= q else 0.0 for k in range(64)] for q in range(64)]
         (art / "probes.json").write_text(
             json.dumps(
                 {
-                    "first_token_attn_per_layer": [fta] * LAYERS,
+                    "first_token_attn_per_layer": [metrics[f"{pm.FIRST_TOKEN_ATTN}/layer_{k}"] for k in range(LAYERS)],
                     "first_token_attn_uniform": 0.032,
                     "attention_maps": [{"layer": LAYERS - 1, "head": 0, "matrix": matrix}],
                     "gate_histogram": None if hist is None else {"bins": 50, "range": [0, 1], "counts": hist},
-                    "max_activation_per_layer": [metrics["max_activation"]] * LAYERS,
+                    "max_activation_per_layer": [metrics[f"{pm.MAX_ACTIVATION}/layer_{k}"] for k in range(LAYERS)],
                 }
             )
         )

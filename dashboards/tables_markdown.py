@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from orchestrator.printable import markdown_cell
+
 from .cells import (
     BEST_TEXT,
     DASH,
@@ -28,7 +30,7 @@ from .metrics import axis_text, fmt
 
 def _md_table(header: list[str], body: list[list[str]], right: Sequence[bool] | None = None) -> list[str]:
     """A pipe table whose raw text lines up."""
-    esc = [[c.replace("|", "\\|") for c in r] for r in [header] + body]
+    esc = [[markdown_cell(c) for c in r] for r in [header] + body]  # values from a shared sweep file or the store
     right = right or [False] * len(header)
     widths = [max(3, *(len(r[i]) for r in esc)) for i in range(len(header))]
     lines = [

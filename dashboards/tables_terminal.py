@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from orchestrator.printable import terminal as printable
+
 from .cells import DASH, axis_headers, delta_text, header_lines, interaction_cells, interaction_title, mean_std, p_text, seeds_cell
 from .comparison import Comparison
 from .metrics import axis_text, fmt
@@ -37,7 +39,7 @@ def _terminal_grid(header: list[str], body: list[list[str]], n_fixed: int, width
     """Rows of cells -> text lines, the columns after `n_fixed` split into width-fitting blocks."""
     if not body:
         return []
-    table = [header] + body
+    table = [[printable(c) for c in r] for r in [header] + body]  # no terminal control characters from the store
     fixed = [r[:n_fixed] for r in table]
     cols = [[r[j] for r in table] for j in range(n_fixed, len(header))]
     out: list[str] = []

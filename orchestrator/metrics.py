@@ -19,7 +19,8 @@ data, `slot` models whose attention kind has a sink slot (softmax1, learned_sink
 named `<task>/<metric>` as the harness names them). Families (`ruler_avg/<length>`,
 `hellaswag/<metric>`, ...) are registered once by their prefix; a per-layer breakdown
 `<metric>/layer_<i>` inherits its metric's entry, and a harness standard error
-`<metric>_stderr` its metric's, with no better direction.
+`<metric>_stderr` its metric's, with no better direction. `eval_time_s/<benchmark>` are the
+evaluations' timings and `system/<...>` MLflow's own system metrics (sampled while a trial runs).
 
 Adding a metric: the probe that computes it, plus one `Metric(...)` line in `REGISTRY`.
 """
@@ -136,6 +137,9 @@ REGISTRY: tuple[Metric, ...] = (
     _m("gate_frac_below_1e-2", "gate<1e-2", None, "eval", needs="gate"),
     _m("gate_frac_below_1e-3", "gate<1e-3", None, "eval", needs="gate"),
     _m("loss_spikes", "spikes", "min", "end", "headline", "final", "summary", paper="loss spikes"),
+    _m("loss_spikes/sigma", "spikes (sigma)", "min", "end", paper="loss spikes by the sigma rule"),
+    _m("loss_spikes/ema", "spikes (EMA)", "min", "end", paper="loss spikes by the EMA rule"),
+    _m("grad_norm_spikes", "grad spikes", "min", "end", paper="gradient-norm spikes"),
     _m("tokens_per_s", "tok/s", "max", "end", "headline", "final", "summary", paper="throughput"),
     _m("train_time_s", "train s", None, "end"),
     _m("first_step_s", "first step s", None, "end"),
@@ -156,6 +160,8 @@ REGISTRY: tuple[Metric, ...] = (
     _m("length_copy/", "copy@len", "max", "end", needs="length", paper="copy accuracy at a longer length", prefix=True),
     _m("length_excess/", "excess@len", "min", "end", needs="length", paper="loss above the optimum at a longer length", prefix=True),
     _m("bpb/", "bpb", "min", "end", needs="ppl", prefix=True),
+    _m("eval_time_s/", "eval s", None, "end", prefix=True),
+    _m("system/", "system", None, "step", prefix=True),
 )
 """Fixed metrics first, in column order; then the families."""
 

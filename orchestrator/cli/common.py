@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels.typedconfig import ConfigError, Issue
+from orchestrator.printable import terminal
 from orchestrator.spec.files import UserError, load_yaml
 
 
@@ -70,7 +71,7 @@ def _fmt(value: Any) -> str:
         if abs(value) >= 10:
             return f"{value:.2f}"
         return f"{value:.3f}"
-    return str(value)
+    return terminal(value)  # a value from a shared sweep file or the store: no terminal control characters
 
 
 __all__ = ["ConfigError", "Issue", "UserError", "config_error", "load_yaml", "print_table"]

@@ -9,15 +9,13 @@ so evaluating again is free."""
 from __future__ import annotations
 
 import argparse
-import json
-import re
 from pathlib import Path
-
-from orchestrator.tracking import names
 
 from .common import UserError, print_table, tracking_uri
 
 OWN = ("ruler", "ppl", "length")
+MAX_RULER_SAMPLES = 100_000
+"""eval.ruler.samples' bound."""
 DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_openai,mmlu,ppl"
 
 
@@ -51,29 +49,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _locate(target: str, uri: str) -> tuple[Path, str | None]:
-    """(model.pt path, MLflow run id or None)."""
-    path = Path(target)
-    if path.is_file():
-        meta = path.parent / "run.json"
-        return path, json.loads(meta.read_text())["run_id"] if meta.exists() else None
-    if path.is_dir():
-        if not (path / "model.pt").exists():
-            raise UserError(f"{target}: no model.pt inside (has the trial finished?)")
-        meta = path / "run.json"
-        return path / "model.pt", json.loads(meta.read_text())["run_id"] if meta.exists() else None
-    if re.fullmatch(r"[0-9a-f]{32}", target):
-        from ..tracking import client
+def _load(target: str, uri: str):
+    """The trial `target` names (`orchestrator.interop.locate`: a run id, a trial or import folder,
+    a model.pt), its weights checked against its config and against the run it would log into."""
+    from orchestrator.interop.locate import RUN_ID, locate
 
-        try:
-            run = client(uri).get_run(target)
-        except Exception as err:
-            raise UserError(f"run {target}: not found in {uri} ({type(err).__name__})") from None
-        run_dir = run.data.tags.get(names.RUN_DIR_TAG)
-        if not run_dir or not (Path(run_dir) / "model.pt").exists():
-            raise UserError(f"run {target}: its weights are not on this machine (gatesweep.run_dir = {run_dir})")
-        return Path(run_dir) / "model.pt", target
-    raise UserError(f"{target}: not a file, a folder or an MLflow run id")
+    path = Path(target).expanduser()
+    if not path.exists() and not RUN_ID.fullmatch(target):
+        raise UserError(f"{target}: not a file, a folder or an MLflow run id")
+    if path.is_dir() and not (path / "model.pt").exists() and (path / "run.json").exists():
+        raise UserError(f"{target}: no model.pt inside (has the trial finished?)")
+    loaded = locate(target, uri)
+    if loaded.kind != "trial":
+        raise UserError(
+            f"{target}: a Hugging Face or export folder; `gatesweep import` it first (gatesweep eval takes the imported folder)"
+        )
+    if loaded.trial is None:
+        raise UserError(f"{loaded.path}: {loaded.notes[0].split('; only its model section')[0]}; gatesweep eval needs its data section")
+    return loaded
 
 
 def _lengths(text: str) -> list[int]:
@@ -91,7 +84,6 @@ def run(args) -> int:
 
     from gatedmodels import GatedTransformer
     from gatedmodels.typedconfig import ConfigError
-    from orchestrator.spec.trial import TrialConfig
 
     from ..data import DataUnavailable, build_trial_data
     from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
@@ -107,16 +99,14 @@ def run(args) -> int:
         )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
+    if args.limit is not None and "ruler" in tasks and args.limit > MAX_RULER_SAMPLES:
+        raise UserError(f"--limit: got {args.limit}; allowed: 1..{MAX_RULER_SAMPLES:,} with ruler (its samples per task and length)")
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
         raise UserError(f"--num-fewshot: got {args.num_fewshot}; allowed: 0..64")
     harness = [t for t in tasks if t not in OWN]
     uri = tracking_uri(args.tracking_uri)
-    model_path, run_id = _locate(args.target, uri)
-    blob = torch.load(model_path, map_location="cpu", weights_only=True)
-    saved = blob["config"]
-    if isinstance(saved.get("eval"), dict):
-        saved["eval"].pop("mmlu", None)  # trials trained before eval.tasks replaced eval.mmlu
-    cfg = TrialConfig.from_dict(saved)
+    loaded = _load(args.target, uri)
+    cfg, run_id = loaded.trial, loaded.run_id
     if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
             f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "
@@ -137,7 +127,9 @@ def run(args) -> int:
             eval=ev.replace(
                 ppl_sets=ppl_sets,
                 tasks=ev.tasks.replace(names=harness, limit=args.limit, num_fewshot=args.num_fewshot),
-                ruler=ev.ruler.replace(lengths=lengths or ev.ruler.lengths, samples=args.limit or ev.ruler.samples),
+                ruler=ev.ruler.replace(
+                    lengths=lengths or ev.ruler.lengths, samples=(args.limit if "ruler" in tasks else None) or ev.ruler.samples
+                ),
                 length=ev.length.replace(lengths=lengths or ev.length.lengths or [2 * train_len, 4 * train_len, 8 * train_len]),
             )
         )
@@ -149,7 +141,7 @@ def run(args) -> int:
     except DataUnavailable as err:
         raise UserError(f"data: {err}") from None
     model = GatedTransformer(cfg.model)
-    model.load_state_dict(blob["model"])
+    model.load_state_dict(loaded.state)
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:

@@ -123,6 +123,11 @@ def run(args) -> int:
         f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)"
     )
     print(f"training compute: {total_flops:.3e} FLOPs (6 x params per token x tokens)")
+    from orchestrator.ray.cluster import oversubscription
+
+    warning = oversubscription(res)
+    if warning:
+        print(f"warning: {warning} (on this machine; a cluster given with --address is checked at launch)")
     if args.measure:
         conc = res.max_concurrent or max(
             1, int(len(__import__("os").sched_getaffinity(0)) // (res.cpus_per_worker * res.workers_per_trial))

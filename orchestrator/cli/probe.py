@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from .common import UserError, tracking_uri
 
 PROBE_OF_TAG = "gatesweep.probe_of"
 """Tag of a probe's MLflow run: what it probed (a run id or a path)."""
+PROBE_WARNINGS_TAG = "gatesweep.probe_warnings"
+"""Tag of a probe's MLflow run whose probe tensors held NaN or inf (its metrics from them are NaN)."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -100,8 +103,9 @@ def run(args) -> int:
     cfg = loaded.model_cfg
     if cfg.position_encoding == "learned" and args.seq_len > cfg.max_seq_len:
         raise UserError(f"--seq-len: got {args.seq_len}; the model's learned positions allow at most {cfg.max_seq_len}")
-    seqs, token_bytes, bos = _sequences(loaded, args)
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    _check_memory(cfg, args, device)
+    seqs, token_bytes, bos = _sequences(loaded, args)
     model = build_model(loaded, dtype, device)
     report = run_probe(model, seqs, token_bytes, sink_eps=args.sink_eps, sink_tokens=args.sink_tokens)
     out = Path(args.out) if args.out else Path("probes") / loaded.name
@@ -114,11 +118,26 @@ def run(args) -> int:
     except OSError as err:
         raise UserError(f"--out: {out} cannot be written ({err.strerror or err})") from None
     _print(loaded, args, report, bos, len(seqs))
+    for line in report.warnings:
+        print(f"gatesweep: warning: {line}", file=sys.stderr)
     print(f"wrote {', '.join(str(p) for p in files)}")
     if args.log and uri:
         run_id = _log(loaded, args, report, files, uri)
         print(f"logged into MLflow run {run_id} (experiment {args.experiment})")
     return 0
+
+
+def _check_memory(cfg, args, device) -> None:
+    """Refuse a probe pass the machine cannot hold, with the figure, before anything is allocated."""
+    from orchestrator.interop.probe import available_bytes, probe_bytes
+
+    need, have = probe_bytes(cfg, args.sequences, args.seq_len), available_bytes(device)
+    if need > have:
+        raise UserError(
+            f"--seq-len {args.seq_len} x --sequences {args.sequences}: one probe pass holds about {need / 2**30:,.1f} GiB "
+            f"(the attention of {cfg.n_layers} layers x {cfg.n_heads} heads, {args.seq_len}^2 per sequence); "
+            f"this machine has {have / 2**30:,.1f} GiB available ({device.type}); lower --sequences or --seq-len"
+        )
 
 
 def _looks_like_run_id(text: str) -> bool:
@@ -163,6 +182,8 @@ def _log(loaded, args, report, files, uri: str) -> str:
     from orchestrator.tracking import RunLogger
 
     tags = {PROBE_OF_TAG: loaded.run_id or str(loaded.path), "gatesweep.gate": loaded.model_cfg.gate.label}
+    if report.warnings:
+        tags[PROBE_WARNINGS_TAG] = "; ".join(report.warnings)
     try:
         logger = RunLogger.create(uri, args.experiment, run_name=f"probe-{loaded.name}", tags=tags, quiet=True)
         params = {f"model.{k}": v for k, v in loaded.model_cfg.flatten().items()}

@@ -41,7 +41,11 @@ def run(args) -> int:
         spec, _ = load_and_expand(given)
         name = spec.name
     else:
+        from orchestrator.spec.sweep import NAME_RE
+
         name = args.sweep
+        if not NAME_RE.fullmatch(name):  # a name, never a path out of the runs folder
+            raise UserError(f"{name!r}: not a sweep file nor a sweep name (1-100 letters, digits, '.', '_', '-')")
     state_dir = sweep_dir(Path(args.runs_dir), name)
     state = load_state(state_dir)
     if not state:

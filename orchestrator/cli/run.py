@@ -153,6 +153,7 @@ def run(args) -> int:
 
 def print_outcome(outcome, file=None) -> None:
     from orchestrator.launch.summary import summary_rows
+    from orchestrator.printable import terminal
 
     from .common import print_table
 
@@ -162,7 +163,7 @@ def print_outcome(outcome, file=None) -> None:
     for r in outcome.rows:
         if r.reason:
             kind = f" [{r.outcome}]" if r.outcome and r.outcome not in ("stopped", "interrupted") else ""
-            print(f"  {r.name}: {r.status}{kind}: {r.reason}", file=file)
+            print(f"  {r.name}: {r.status}{kind}: {terminal(r.reason)}", file=file)
     counts: dict[str, int] = {}
     for r in outcome.rows:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -38,7 +38,23 @@ def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Pa
     issues = distinct_problems([t.config for t in expansion.trials], environment_problems)
     if issues:
         raise UserError(ConfigError(issues, str(path)).render())
+    check_tracking_uri(spec.tracking.uri, path)
     return spec, expansion
+
+
+def check_tracking_uri(uri: str | None, path: str | Path) -> None:
+    """The file's `tracking.uri` checked as `plan`, `run` and `train` resolve it (one check for
+    every command, `validate` too): a scheme MLflow cannot use, or a SQLite file in a folder that
+    does not exist, is refused naming the file and the field. Nothing is contacted."""
+    from orchestrator.tracking import resolve_tracking_uri
+
+    if uri is None:
+        return
+    try:
+        resolve_tracking_uri(uri)
+    except ConfigError as err:
+        message = err.issues[0].message if err.issues else str(err)
+        raise UserError(f"{path}: tracking.uri: {message}") from None
 
 
 def relative_to(path: Path) -> Path:

@@ -62,6 +62,9 @@ def load_trial_config(path: str, overrides: list[str]):
     issues = environment_problems(cfg)
     if issues:
         raise config_error(ConfigError(issues), path)
+    from .sweepfile import check_tracking_uri
+
+    check_tracking_uri(cfg.tracking.uri, path)
     return cfg
 
 

@@ -28,6 +28,35 @@ from .common import UserError, tracking_uri
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0
+SERVER_OPTION_ENV = (
+    "MLFLOW_BACKEND_STORE_URI",
+    "MLFLOW_READ_REPLICA_BACKEND_STORE_URI",
+    "MLFLOW_REGISTRY_STORE_URI",
+    "MLFLOW_DEFAULT_ARTIFACT_ROOT",
+    "MLFLOW_SERVE_ARTIFACTS",
+    "MLFLOW_ARTIFACTS_ONLY",
+    "MLFLOW_ARTIFACTS_DESTINATION",
+    "MLFLOW_HOST",
+    "MLFLOW_PORT",
+    "MLFLOW_WORKERS",
+    "MLFLOW_STATIC_PREFIX",
+    "MLFLOW_SERVER_ALLOWED_HOSTS",
+    "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS",
+    "MLFLOW_SERVER_DISABLE_SECURITY_MIDDLEWARE",
+    "MLFLOW_SERVER_X_FRAME_OPTIONS",
+    "MLFLOW_GUNICORN_OPTS",
+    "MLFLOW_UVICORN_OPTS",
+    "MLFLOW_WAITRESS_OPTS",
+    "MLFLOW_EXPOSE_PROMETHEUS",
+    "MLFLOW_TRACE_ARCHIVAL_CONFIG",
+    "MLFLOW_WORKSPACE_STORE_URI",
+    "GUNICORN_CMD_ARGS",
+    "WEB_CONCURRENCY",
+)
+"""Variables `mlflow server` (its options' environment variables, MLflow 3.17) and the web servers
+it runs (gunicorn's GUNICORN_CMD_ARGS, uvicorn's UVICORN_*, WEB_CONCURRENCY) read as options. An
+inherited `MLFLOW_GUNICORN_OPTS=--bind 0.0.0.0:80` would add a listener on every interface beside
+the loopback one: `gatesweep ui` sets the server's options itself and removes these, saying so."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -60,6 +89,15 @@ def server_command(uri: str, port: int) -> list[str]:
     if folder is not None:  # artifacts uploaded through the UI go beside the database, as the sweeps' do
         cmd += ["--artifacts-destination", str(folder)]
     return cmd
+
+
+def server_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The server's environment: `environ` without the variables that would set its options
+    (`SERVER_OPTION_ENV`, UVICORN_*), and the names removed."""
+    dropped = sorted(k for k in environ if k in SERVER_OPTION_ENV or k.startswith("UVICORN_"))
+    env = {k: v for k, v in environ.items() if k not in dropped}
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    return env, dropped
 
 
 def wait_until_up(proc: subprocess.Popen, base: str, timeout: float = START_TIMEOUT_S) -> bool:
@@ -175,7 +213,13 @@ def run(args) -> int:
         raise UserError(f"--port: {HOST}:{args.port} is in use; pick another port with --port")
 
     base = f"http://{HOST}:{args.port}"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env, dropped = server_env(dict(os.environ))
+    if dropped:
+        print(
+            f"gatesweep: warning: ignoring {', '.join(dropped)} from the environment: gatesweep ui sets the MLflow server's "
+            f"options itself and listens on {HOST} only",
+            file=sys.stderr,
+        )
     log = tempfile.NamedTemporaryFile(prefix="gatesweep-ui-", suffix=".log", delete=False)  # noqa: SIM115 (open for the server's life; closed in finally)
     proc = subprocess.Popen(
         server_command(uri, args.port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True

@@ -22,6 +22,7 @@ tokenizer and every trial.
 from __future__ import annotations
 
 import codecs
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,43 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
 
 
 def local_files(path: Path) -> list[Path]:
-    """The data files of a local source: the file itself, or a folder's files with a data suffix, sorted."""
+    """The data files of a local source: the file itself, or a folder's regular files with a data
+    suffix, sorted, each file once (`distinct_files`)."""
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOCAL_SUFFIXES)
+        return distinct_files(sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOCAL_SUFFIXES))
     return [path]
+
+
+def distinct_files(files: list[Path]) -> list[Path]:
+    """`files` with every file once, the first path kept: a file reachable twice (a symlink or a
+    hard link beside it) or present twice (a copy, the same bytes) would be two documents, one of
+    them possibly held out while the other trains, so the held-out text would leak into training.
+    Identity is the real file (device, inode); contents are compared only between files of equal size."""
+    kept: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    by_size: dict[int, list[Path]] = {}
+    digests: dict[Path, str] = {}
+
+    def digest(p: Path) -> str:
+        if p not in digests:
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                while block := fh.read(READ_CHARS):
+                    h.update(block)
+            digests[p] = h.hexdigest()
+        return digests[p]
+
+    for p in files:
+        st = p.stat()
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        same_size = by_size.setdefault(st.st_size, [])
+        if any(digest(q) == digest(p) for q in same_size):
+            continue
+        same_size.append(p)
+        kept.append(p)
+    return kept
 
 
 def file_stamps(files: list[Path]) -> list[list]:

@@ -161,6 +161,8 @@ def source_problem(source: str) -> str | None:
     if not path.exists():  # a misspelt corpus name was made a path against the sweep file's folder
         hint = did_you_mean(path.name, [*SYNTHETIC, *OFFLINE_CORPORA])
         return f"got {source!r}: no such file or folder{hint}; allowed: {allowed}"
+    if not path.is_file() and not path.is_dir():  # a FIFO would block the reader forever, a device never ends
+        return f"got {source!r}: not a regular file or folder (a pipe, socket or device cannot be a corpus)"
     if path.is_file() and path.suffix.lower() not in LOCAL_SUFFIXES:
         return f"got {source!r}; local files must end in {', '.join(LOCAL_SUFFIXES)}"
     return None

@@ -12,7 +12,6 @@ MLflow run under `export/<format>/`.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import torch
 from . import hf_layouts
 from .errors import InteropError
 from .locate import GATESWEEP_CONFIG, META_KEY, Loaded, load_gatesweep_export, load_hf, stored_dtype
-from .safetensors_io import WEIGHTS_NAME, save_file
+from .outdir import staged
 from .tokenizer_files import TOKENIZER_FILE, byte_hf_tokenizer, write_for_hf
+from .weights_files import WEIGHTS_NAME, save_file
 
 EXPORT_ARTIFACT_DIR = "export"
 """MLflow artifact folder of an export on the trial's run: `export/<format>/`."""
@@ -59,21 +59,6 @@ def parse_dtype(text: str) -> torch.dtype | None:
     return DTYPES[text]
 
 
-def prepare_out(out: Path, force: bool) -> Path:
-    out = out.expanduser().resolve()
-    if out.exists() and not out.is_dir():
-        raise InteropError(f"--out: {out} is a file")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise InteropError(f"--out: {out} is not empty (--force replaces it)")
-        shutil.rmtree(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InteropError(f"--out: {out} cannot be created ({err.strerror or err})") from None
-    return out
-
-
 def export(
     loaded: Loaded,
     out: Path,
@@ -90,7 +75,6 @@ def export(
     if tok is not None and tok.vocab_size > cfg.vocab_size:
         raise InteropError(f"tokenizer {tok.name} has {tok.vocab_size} tokens, more than the model's vocabulary ({cfg.vocab_size})")
     dtype = dtype or stored_dtype(loaded.state)
-    out = prepare_out(out, force)
     notes: list[str] = []
     if tokenizer and tok is None:
         n = loaded.trial.data.bigram.vocab_size if loaded.trial is not None else cfg.vocab_size - 1
@@ -99,16 +83,20 @@ def export(
         )
     trial = loaded.trial
     seq_len = trial.data.seq_len + 1 if trial is not None else 0
-    try:
-        if layout is None:
-            files = _write_gatesweep(loaded, out, dtype, tok)
-        else:
-            files = _write_hf(loaded, out, layout, dtype, tok, seq_len)
-            if layout == "official":
-                notes.append(hf_layouts.OFFICIAL_NOTE)
-    except OSError as err:
-        raise InteropError(f"--out: writing {out} failed ({err.strerror or err})") from None
-    _verify(loaded, out, layout, dtype)
+    keep = [loaded.path, loaded.path.parent if loaded.path.is_file() else None, tokenizer_file]
+    with staged(out, force=force, keep=keep) as tmp:  # written whole into a sibling, then renamed to --out
+        try:
+            if layout is None:
+                written = _write_gatesweep(loaded, tmp, dtype, tok)
+            else:
+                written = _write_hf(loaded, tmp, layout, dtype, tok, seq_len)
+                if layout == "official":
+                    notes.append(hf_layouts.OFFICIAL_NOTE)
+        except OSError as err:
+            raise InteropError(f"--out: writing {out} failed ({err.strerror or err})") from None
+        _verify(loaded, tmp, layout, dtype)
+    out = Path(out).expanduser().resolve()
+    files = [out / p.name for p in written]
     return Exported(out, fmt, layout, dtype, files, tok.name if tok is not None else None, notes)
 
 

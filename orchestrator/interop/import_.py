@@ -23,8 +23,8 @@ import torch
 
 from . import hf_layouts
 from .errors import InteropError
-from .export import prepare_out
 from .locate import GATESWEEP_CONFIG, IMPORT_META, Loaded, stored_dtype
+from .outdir import check_out, staged
 from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
 
 
@@ -63,29 +63,30 @@ def import_model(
         raise InteropError(
             f"{loaded.path}: no {TOKENIZER_FILE} (gatesweep eval and probe need the model's tokenizer; pass --tokenizer FILE)"
         )
-    if not source_tok.is_file():
+    if not source_tok.exists():
         raise InteropError(f"--tokenizer: {source_tok}: no such file")
     seq_len = min(seq_len, cfg.max_seq_len)
-    out = prepare_out(out, force)
-    tok = copy_for_gatesweep(source_tok, out / TOKENIZER_FILE)
+    out = check_out(out, force=force, keep=[loaded.path, tokenizer_file])  # before anything is read or written
+    tok = copy_for_gatesweep(source_tok)  # the cache's copy, named by content: nothing is written to --out yet
     if tok.vocab_size > cfg.vocab_size:
         raise InteropError(f"{source_tok}: {tok.vocab_size} tokens, more than the model's vocabulary ({cfg.vocab_size})")
-    trial_dict = {
-        "model": cfg.to_dict(),
-        "data": {"source": data_source, "tokenizer": str(out / TOKENIZER_FILE), "seq_len": seq_len},
-        "tracking": {"experiment": experiment},
-    }
+
+    def trial_dict(tokenizer: Path) -> dict:
+        return {
+            "model": cfg.to_dict(),
+            "data": {"source": data_source, "tokenizer": str(tokenizer), "seq_len": seq_len},
+            "tracking": {"experiment": experiment},
+        }
+
     try:
-        trial = TrialConfig.from_dict(trial_dict)
+        trial = TrialConfig.from_dict(trial_dict(Path(tok.name)))
     except ConfigError as err:
         raise InteropError(f"the imported model's trial config does not validate ({err})") from None
+    final = trial.to_dict()
+    final["data"]["tokenizer"] = str(out / TOKENIZER_FILE)  # where the copy will be once --out is in place
     dtype = dtype or stored_dtype(loaded.state)
     keep = loaded.layout == "qwen3_next"  # its norms are 1 + w in float32 (hf_layouts.state_from_hf): a bf16 copy would round them
     state = {k: v if keep and k.endswith("norm.weight") else v.to(dtype) if v.is_floating_point() else v for k, v in loaded.state.items()}
-    tmp = out / "model.pt.tmp"
-    torch.save({"model": state, "config": trial.to_dict()}, tmp)
-    tmp.replace(out / "model.pt")
-    (out / GATESWEEP_CONFIG).write_text(yaml.safe_dump(trial.to_dict(), sort_keys=False))
     layout = hf_layouts.LAYOUTS[loaded.layout] if loaded.layout else None
     meta = {
         "source": str(loaded.path),
@@ -97,7 +98,12 @@ def import_model(
         "bos": {"id": tok.bos_id, "token": _token(tok, tok.bos_id)},
         "notes": loaded.notes,
     }
-    (out / IMPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
+    with staged(out, force=force, keep=[loaded.path, tokenizer_file]) as tmp:  # written whole, then renamed to --out
+        (tmp / TOKENIZER_FILE).write_text(Path(tok.name).read_text(encoding="utf-8"), encoding="utf-8")
+        torch.save({"model": state, "config": final}, tmp / "model.pt")
+        (tmp / GATESWEEP_CONFIG).write_text(yaml.safe_dump(final, sort_keys=False))
+        (tmp / IMPORT_META).write_text(json.dumps(meta, indent=2) + "\n")
+    trial = TrialConfig.from_dict(final)
     return Imported(out, trial, dtype, tok, list(loaded.notes))
 
 

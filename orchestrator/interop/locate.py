@@ -29,12 +29,14 @@ from orchestrator.spec.bounds import MAX_LEN
 
 from . import hf_layouts
 from .errors import InteropError
-from .safetensors_io import WEIGHTS_NAME, load_file, load_folder
 from .tokenizer_files import TOKENIZER_FILE, copy_for_gatesweep
+from .weights_files import WEIGHTS_NAME, LazyTensors, check_headers, folder_headers, headers
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 HUB_NAME = re.compile(r"[A-Za-z0-9][\w.\-]*/[\w.\-]+")
 GATESWEEP_CONFIG = "config.yaml"
+RUN_ID_KEY = "run_id"
+"""model.pt's record of the MLflow run its weights were trained under (`trial.callbacks.artifacts`)."""
 IMPORT_META = "import.json"
 META_KEY = "gatesweep"
 """config.json key under which an export records the exact gatesweep model config."""
@@ -79,6 +81,20 @@ class Loaded:
         return copy_for_gatesweep(self.tokenizer_file)
 
 
+MAX_CONFIG_BYTES = 16 << 20
+"""config.json and run.json are a few kB; a larger one (or a device, a pipe) is refused unread."""
+
+
+def bounded_text(path: Path, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a regular file of at most `max_bytes`, or InteropError naming it."""
+    from orchestrator.spec.files import UserError, read_text
+
+    try:
+        return read_text(path, what=what, max_bytes=max_bytes)
+    except UserError as err:
+        raise InteropError(str(err)) from None
+
+
 def locate(target: str, uri: str | None = None) -> Loaded:
     path = Path(target).expanduser()
     if path.is_file():
@@ -88,7 +104,7 @@ def locate(target: str, uri: str | None = None) -> Loaded:
     if path.is_dir():
         if (path / "model.pt").is_file():
             return load_trial(path / "model.pt")
-        if (path / "config.json").is_file():
+        if (path / "config.json").exists() or (path / "config.json").is_symlink():  # read only if a regular file
             return load_hf(path)
         if (path / GATESWEEP_CONFIG).is_file() and (path / WEIGHTS_NAME).is_file():
             return load_gatesweep_export(path)
@@ -173,20 +189,60 @@ def load_trial(model_pt: Path, run_id: str | None = None) -> Loaded:
         raise InteropError(f"{model_pt}: not a gatesweep weights file (expected {{'model': state dict, 'config': trial config}})")
     notes: list[str] = []
     trial, model_cfg = _trial_config(blob["config"], str(model_pt), notes)
-    folder = model_pt.parent
-    meta = folder / "run.json"
-    if run_id is None and meta.is_file():
-        try:
-            run_id = json.loads(meta.read_text()).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            run_id = None
+    run_id = _weights_run(model_pt, blob.get(RUN_ID_KEY), run_id, notes)
     state = {k: v for k, v in blob["model"].items() if isinstance(v, torch.Tensor)}
     check_state(model_cfg, state, str(model_pt))
-    return Loaded(name=folder.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes)
+    return Loaded(
+        name=model_pt.parent.name, model_cfg=model_cfg, state=state, kind="trial", path=model_pt, trial=trial, run_id=run_id, notes=notes
+    )
+
+
+def _max_numel(cfg: ModelConfig) -> int:
+    """No tensor of a model can have more elements than the whole model."""
+    from gatedmodels import build_meta
+
+    return build_meta(cfg).num_params()
+
+
+def _weights_run(model_pt: Path, trained_under: Any, asked: str | None, notes: list[str]) -> str | None:
+    """The MLflow run these weights belong to: the one they were trained under (model.pt records
+    it), which must be the run asked for (a run id) and the one the folder's run.json names (a newer
+    run of the same folder writes run.json at once, its weights only at its end). Weights that
+    record no run (imports, trials of older versions) take the run asked for or run.json's."""
+    meta = model_pt.parent / "run.json"
+    folder_run = None
+    if meta.exists() or meta.is_symlink():  # read only as a bounded regular file (a device would be read forever)
+        try:
+            record = json.loads(bounded_text(meta, "run record", MAX_CONFIG_BYTES))
+            folder_run = record.get("run_id") if isinstance(record, dict) else None
+            if not isinstance(folder_run, str) or not RUN_ID.fullmatch(folder_run):
+                raise ValueError(f"no run id in {type(record).__name__} {str(record)[:60]!r}")
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise InteropError(
+                f"{meta}: not a trial's run record ({type(err).__name__}: {str(err)[:80]}); which MLflow run these weights "
+                "belong to is unknown (give the run id instead, or move the weights out of this folder)"
+            ) from None
+    trained = trained_under if isinstance(trained_under, str) and RUN_ID.fullmatch(trained_under) else None
+    if trained is None:
+        if folder_run and not asked:
+            notes.append(f"{model_pt.name} records no run id (written before gatesweep recorded it): taken as run.json's run {folder_run}")
+        return asked or folder_run
+    if asked and asked != trained:
+        raise InteropError(
+            f"run {asked}: its folder's {model_pt.name} was trained under run {trained}, not this one (a later run in the same "
+            f"folder replaced it?); these are not run {asked}'s weights"
+        )
+    if folder_run and folder_run != trained:
+        raise InteropError(
+            f"{model_pt}: trained under MLflow run {trained}, but {meta.name} names run {folder_run} (a newer run of this folder that "
+            f"has not written its weights yet?); `gatesweep eval {trained}` would score these weights in their own run"
+        )
+    return trained
 
 
 def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) -> None:
-    """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has."""
+    """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has, each
+    floating point (an integer or boolean tensor would be cast silently into the parameters)."""
     from gatedmodels import build_meta
 
     expected = {k: tuple(v.shape) for k, v in build_meta(cfg).state_dict().items()}
@@ -202,13 +258,16 @@ def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) ->
             else f"{wrong[0]} has shape {list(state[wrong[0]].shape)}, the config needs {list(expected[wrong[0]])}"
         )
         raise InteropError(f"{where}: the weights do not match the model config ({what})")
+    for name, t in state.items():
+        if not t.is_floating_point():
+            raise InteropError(f"{where}: tensor {name} has dtype {str(t.dtype).removeprefix('torch.')}; weights must be floating point")
 
 
 def read_config_json(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        data = json.loads(bounded_text(path, "config.json", MAX_CONFIG_BYTES))
+    except ValueError as err:
         raise InteropError(f"{path}: not a readable JSON file ({type(err).__name__})") from None
     if not isinstance(data, dict):
         raise InteropError(f"{path}: not a JSON object")
@@ -221,8 +280,10 @@ def load_hf(folder: Path, name: str | None = None) -> Loaded:
     cfg, layout = hf_layouts.config_from_hf(config, where, max_len=MAX_LEN)
     notes: list[str] = []
     cfg = _restore_exact(cfg, config.get(META_KEY), notes)
-    tensors = load_folder(folder)
-    state = hf_layouts.state_from_hf(cfg, layout, tensors, str(folder))
+    infos = folder_headers(folder)  # headers only: unknown, integer or oversized tensors are refused before any is read
+    check_headers(infos, str(folder), max_numel=_max_numel(cfg), skip=("mtp.",))
+    hf_layouts.state_from_hf(cfg, layout, {k: v.meta() for k, v in infos.items()}, str(folder))  # names and shapes, nothing read
+    state = hf_layouts.state_from_hf(cfg, layout, LazyTensors(infos), str(folder))
     tok = folder / TOKENIZER_FILE
     if layout == "official":
         notes.append("the paper's gated layout: q_proj rows grouped per KV head, read as the official modeling_qwen3.py splits them")
@@ -233,7 +294,7 @@ def load_hf(folder: Path, name: str | None = None) -> Loaded:
         kind="hf",
         path=folder,
         layout=layout,
-        tokenizer_file=tok if tok.is_file() else None,
+        tokenizer_file=tok if tok.exists() or tok.is_symlink() else None,
         notes=notes,
     )
 
@@ -264,8 +325,12 @@ def load_gatesweep_export(folder: Path) -> Loaded:
         raise InteropError(str(err)) from None
     notes: list[str] = []
     trial, model_cfg = _trial_config(data, str(folder / GATESWEEP_CONFIG), notes)
-    state = load_file(folder / WEIGHTS_NAME)
-    check_state(model_cfg, state, str(folder / WEIGHTS_NAME))
+    where = str(folder / WEIGHTS_NAME)
+    infos = headers(folder / WEIGHTS_NAME)
+    check_headers(infos, where, max_numel=_max_numel(model_cfg))
+    check_state(model_cfg, {k: v.meta() for k, v in infos.items()}, where)  # names and shapes, nothing read
+    lazy = LazyTensors(infos)
+    state = {k: lazy[k] for k in lazy}
     tok = folder / TOKENIZER_FILE
     return Loaded(
         name=folder.name,
@@ -275,7 +340,7 @@ def load_gatesweep_export(folder: Path) -> Loaded:
         kind="gatesweep",
         path=folder,
         trial=trial,
-        tokenizer_file=tok if tok.is_file() else None,
+        tokenizer_file=tok if tok.exists() or tok.is_symlink() else None,
     )
 
 

@@ -1,32 +1,25 @@
 """The paper's probes on any GatedTransformer (trained, imported, exported), per layer and head.
 
-One `model.probe` pass over N held-out sequences (BOS first), as a trial's evaluation makes
-(`orchestrator.evals.heldout.evaluate`), reduced with the same functions of `gatedmodels.probes`,
-so the numbers are the trial metrics' (same names): `first_token_attn` (attention on key 0 over
-queries i >= 1), `sink_ratio` (Gu et al.'s Sink_0^eps over the first `sink_tokens` tokens),
-`max_activation` (the paper's M-Act) with `/peak` and `/ratio`, `gate_score_mean` and the
-fractions below 1e-2 / 1e-3, `value_norm_bos_ratio`, and `val_loss` / `val_ppl` / `val_bpb`
-of the same sequences. Beyond a trial's: first-token attention and sink ratio per (layer, head).
+One `model.probe` pass over N held-out sequences (BOS first), reduced by
+`orchestrator.evals.probe_metrics` (the trial's held-out evaluation's own function), so the metrics
+are the trial's, with the same names: first-token attention and share, sink-slot mass, Gu et al.'s
+sink ratio, massive activations, value norm at BOS, gate statistics (each with `/layer_<i>`) and
+val_loss / val_ppl / val_bpb of the same sequences. Beyond a trial's: first-token attention and
+sink ratio per (layer, head). A probe tensor holding NaN or inf gives NaN metrics and a line in
+`ProbeReport.warnings`, never a reassuring number. `probe_bytes` is what one pass holds in memory.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from gatedmodels import (
-    first_token_attention,
-    gate_histogram,
-    gate_statistics,
-    massive_activations,
-    sink_ratio,
-    uniform_first_token_attention,
-    value_norm_ratio_at_bos,
-)
+from gatedmodels import gate_histogram, massive_activations
+from orchestrator.evals.heldout import Perplexity
+from orchestrator.evals.probe_metrics import FIRST_TOKEN_ATTN_UNIFORM, GATE_SCORE_MEAN, loss_metrics, probe_metrics
 
 MAP_POSITIONS = 64
 """Positions drawn in the attention maps (and stored in probe.json)."""
@@ -48,10 +41,13 @@ class ProbeReport:
     """(layer, head, first MAP_POSITIONS x MAP_POSITIONS of sequence 0) for the most sink-like head of each layer."""
     sequences: int
     seq_len: int
+    warnings: list[str] = field(default_factory=list)
+    """Probe tensors that held NaN or inf: their metrics are NaN."""
 
     def to_json(self) -> dict:
         return {
             "metrics": self.metrics,
+            "warnings": self.warnings,
             "sequences": self.sequences,
             "seq_len": self.seq_len,
             "first_token_attn_per_layer_head": self.first_token_heads,
@@ -66,6 +62,23 @@ class ProbeReport:
         }
 
 
+def probe_bytes(cfg, sequences: int, seq_len: int) -> int:
+    """Memory one probe pass of `sequences` x `seq_len` tokens holds at its peak: every layer's
+    attention probabilities in float32 (B, H, T, T), kept for the reductions, plus the layer being
+    computed twice over (logits, masked copy) and the float32 logits (B, T, V)."""
+    attn = 4 * sequences * cfg.n_heads * seq_len * seq_len
+    return attn * (cfg.n_layers + 2) + 4 * sequences * seq_len * (cfg.vocab_size + 4 * cfg.d_model * (cfg.n_layers + 1))
+
+
+def available_bytes(device) -> int:
+    """Memory free for a probe on `device`: the GPU's free memory, or the machine's available RAM."""
+    if torch.device(device).type == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 @torch.no_grad()
 def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, sink_tokens: int = 64) -> ProbeReport:
     """`seqs`: (N, T + 1) token ids, BOS first; the model sees the first T, predicts the last T."""
@@ -77,42 +90,20 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
     logits = logits.float()
     nll = float(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum"))
     n_bytes = int(torch.as_tensor(token_bytes)[targets.cpu()].sum())
-    loss = nll / targets.numel()
     attn = probe.attn
-    fta, fta_layers = first_token_attention(attn)
-    sink, sink_layers = sink_ratio(attn, eps=sink_eps, max_len=sink_tokens)
-    acts = massive_activations(probe.outputs)
-    vratio, _ = value_norm_ratio_at_bos(probe.values)
-    metrics = {
-        "val_loss": loss,
-        "val_ppl": math.exp(min(loss, 700.0)),
-        "val_bpb": nll / math.log(2) / max(n_bytes, 1),
-        "first_token_attn": fta,
-        "first_token_attn_uniform": uniform_first_token_attention(inputs.shape[1]),
-        "sink_ratio": sink,
-        "max_activation": acts.mean_max,
-        "max_activation/peak": acts.peak,
-        "max_activation/ratio": acts.peak_ratio,
-        "value_norm_bos_ratio": vratio,
-    }
-    metrics.update({f"first_token_attn/layer_{i}": v for i, v in enumerate(fta_layers)})
-    metrics.update({f"sink_ratio/layer_{i}": v for i, v in enumerate(sink_layers)})
+    probed = probe_metrics(probe, inputs.shape[1], sink_eps=sink_eps, sink_tokens=sink_tokens)
+    metrics = {**loss_metrics(*Perplexity.of(nll, targets.numel(), n_bytes)), **probed.metrics}
     heads_first = [a[:, :, 1:, 0].float().mean(dim=(0, 2)).tolist() for a in attn]
     heads_sink = []
     for a in attn:
         T = min(a.shape[-2], sink_tokens)
         alpha_BH = a[:, :, :T, 0].float().mean(dim=-1)
-        heads_sink.append((alpha_BH > sink_eps).float().mean(dim=0).tolist())
-    gates = gate_statistics(probe.gates)
-    hist = None
-    gate_means = None
-    if gates is not None:
-        metrics.update(
-            {"gate_score_mean": gates.mean, "gate_frac_below_1e-2": gates.frac_below_1e2, "gate_frac_below_1e-3": gates.frac_below_1e3}
-        )
-        metrics.update({f"gate_score_mean/layer_{i}": v for i, v in enumerate(gates.mean_per_layer)})
-        gate_means = gates.mean_per_layer
-        hist = gate_histogram(probe.gates)
+        share = (alpha_BH > sink_eps).float().mean(dim=0)
+        heads_sink.append(share.masked_fill(~torch.isfinite(alpha_BH).all(dim=0), float("nan")).tolist())
+    acts = massive_activations(probe.outputs)
+    gates = probe.gates
+    gate_means = [metrics[f"{GATE_SCORE_MEAN}/layer_{i}"] for i in range(len(gates))] if gates else None
+    hist = gate_histogram(gates) if gates else None
     maps = []
     for i, a in enumerate(attn):
         head = int(a[0, :, 1:, 0].mean(-1).argmax())
@@ -129,6 +120,7 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
         attn_maps=maps,
         sequences=int(seqs.shape[0]),
         seq_len=int(inputs.shape[1]),
+        warnings=probed.warnings,
     )
 
 
@@ -144,7 +136,7 @@ def write_plots(report: ProbeReport, out: Path, label: str) -> list[Path]:
         plots.attention_maps(panels, out / "attention_map.png", f"{label}: most sink-like head per layer (sequence 0)"),
         plots.first_token_per_layer(
             [sum(h) / len(h) for h in report.first_token_heads],
-            report.metrics["first_token_attn_uniform"],
+            report.metrics[FIRST_TOKEN_ATTN_UNIFORM],
             out / "first_token_attn.png",
             f"first-token attention ({label})",
         ),

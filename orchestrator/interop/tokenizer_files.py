@@ -19,9 +19,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from orchestrator import storage
+
 from .errors import InteropError
 
 TOKENIZER_FILE = "tokenizer.json"
+MAX_TOKENIZER_BYTES = 512 << 20
+"""The largest tokenizer.json read (those of 150k-token vocabularies are ~10 MB)."""
 ADDS_TOKENS = ("TemplateProcessing", "BertProcessing", "RobertaProcessing")
 
 
@@ -106,18 +110,17 @@ def copy_for_gatesweep(source: Path, dest: Path | None = None):
 
     from orchestrator.data import DataUnavailable
     from orchestrator.data.tokenizers import build_tokenizer, cache_dir
+    from orchestrator.spec.files import UserError, read_text
 
     try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InteropError(f"{source}: cannot be read ({getattr(err, 'strerror', None) or err})") from None
+        text = read_text(source, what="tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES)  # a regular file of bounded size
+    except UserError as err:
+        raise InteropError(str(err)) from None
     text = without_added_specials(text, str(source))
     if dest is None:
         dest = cache_dir("tokenizers") / f"hf-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(dest)
+    storage.write_text(dest, text)  # two processes converting the same tokenizer never see half a file
     try:
         return build_tokenizer(str(dest), lambda: [])
     except DataUnavailable as err:

@@ -23,8 +23,9 @@ from orchestrator.launch.lock import SweepLock
 from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
 from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import load_state, save_state, sweep_dir
-from orchestrator.ray.cluster import RayCluster, kill_stale_ray
+from orchestrator.ray.cluster import RayCluster, kill_stale_ray, oversubscription
 from orchestrator.spec.expand import Expansion
+from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
 
 
@@ -75,6 +76,21 @@ class Launcher:
                 if not parent:
                     raise
                 payloads, interrupted = [], True
+            except UserError:
+                raise
+            except Exception as err:  # e.g. a full disk under state.json or sweep.yaml: settle what was started
+                parent = self.state.get("parent_run_id")
+                if isinstance(err, OSError):
+                    if not parent:
+                        raise UserError(f"{self.dir}: the sweep's state cannot be written ({err.strerror or err})") from None
+                    error = f"the sweep's state could not be written to {self.dir} ({err.strerror or err})"
+                else:
+                    if not parent:
+                        raise
+                    lines = str(err).strip().splitlines()
+                    error = f"{type(err).__name__}: {lines[0][:300] if lines else ''}"
+                payloads = []
+                self.log(f"sweep error: {error}")
             payloads = [p for p in payloads if self.runs.rows[p.config_hash].status != "skipped"]
             if not interrupted:
                 skipped = sum(r.status == "skipped" for r in self.runs.rows.values())
@@ -93,10 +109,15 @@ class Launcher:
                     error = f"{type(err).__name__}: {lines[0][:300] if lines else ''}"
                     self.log(f"sweep error: {error}")
                 finally:
-                    self._stop_cluster()
-            outcome = collect(self.runs, parent, time.time() - t0, interrupted, self.stopped, self.errors, error)
-            outcome.error = error
-            close_parent(self.runs, outcome)
+                    with signals.ignored():  # after the first signal the teardown runs to its end
+                        self._stop_cluster()
+            with signals.ignored():  # every way out closes the parent run
+                outcome = collect(self.runs, parent, time.time() - t0, interrupted, self.stopped, self.errors, error)
+                outcome.error = error
+                try:
+                    close_parent(self.runs, outcome)
+                except OSError as err:  # the parent is closed (its status is set first); only state.json is not
+                    self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
             return outcome
 
     def _join_cluster(self) -> None:
@@ -108,6 +129,10 @@ class Launcher:
             raise
 
     def _start_cluster(self) -> None:
+        if not self.cluster.address:
+            warning = oversubscription(self.spec.resources)
+            if warning:
+                self.log(f"warning: {warning}")
         self.cluster.start()
         if self.cluster.local:  # a killed driver's successor finds this Ray and stops it by pid
             self.state.update(self.cluster.local)
@@ -120,7 +145,10 @@ class Launcher:
         if self.cluster.local:
             for key in self.cluster.local:
                 self.state.pop(key, None)
-            save_state(self.dir, self.state)
+            try:
+                save_state(self.dir, self.state)
+            except OSError as err:  # Ray is stopped; a resume finds only processes that are gone (recorded by pid and start time)
+                self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
 
     def _fit(self, payloads: list[dict]) -> None:
         from orchestrator.ray.tune import build_tuner

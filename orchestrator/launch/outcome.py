@@ -133,7 +133,12 @@ def close_parent(runs: SweepRuns, outcome: SweepOutcome) -> None:
     cl.set_tag(outcome.parent_run_id, names.COUNTS_TAG, json.dumps(counts))
     if outcome.error:
         cl.set_tag(outcome.parent_run_id, REASON_TAG, outcome.error[:4000])
-    cl.log_text(outcome.parent_run_id, summary_markdown(outcome.name, [vars(r) for r in outcome.rows]), names.SUMMARY_ARTIFACT)
+    try:
+        cl.log_text(outcome.parent_run_id, summary_markdown(outcome.name, [vars(r) for r in outcome.rows]), names.SUMMARY_ARTIFACT)
+    except OSError as err:  # a full disk under the artifact store must not leave the parent RUNNING
+        problem = f"{names.SUMMARY_ARTIFACT} could not be written ({err.strerror or err})"
+        outcome.report_error = "; ".join(filter(None, [outcome.report_error, problem]))
+        print(f"gatesweep: warning: {problem}", file=sys.stderr)
     if outcome.interrupted:
         outcome.parent_status = "KILLED"
     else:

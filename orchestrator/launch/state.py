@@ -10,6 +10,9 @@ from pathlib import Path
 from orchestrator import storage
 from orchestrator.spec.files import UserError
 
+MAX_STATE_BYTES = 256 << 20
+"""state.json holds a few hundred bytes per trial: 256 MiB is far beyond any sweep's."""
+
 
 def sweep_dir(runs_root: Path, name: str) -> Path:
     return Path(runs_root).resolve() / "sweeps" / name
@@ -20,6 +23,9 @@ def load_state(path: Path) -> dict:
     f = path / "state.json"
     if not f.exists():
         return {}
+    if not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
+        what = "not a regular file" if not f.is_file() else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
+        raise UserError(f"{f}: damaged sweep state ({what}); restore it or launch the sweep again with `gatesweep run`")
     try:
         state = json.loads(f.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator import metrics as registry
+from orchestrator.printable import markdown_cell
 
 
 def summary_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -35,7 +36,7 @@ def summary_rows(rows: list[Mapping[str, Any]]) -> list[dict]:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{value:.4g}" if isinstance(value, float) else markdown_cell(value)
 
 
 def summary_markdown(name: str, rows: list[Mapping[str, Any]]) -> str:
@@ -46,7 +47,7 @@ def summary_markdown(name: str, rows: list[Mapping[str, Any]]) -> str:
     cols = list(table[0])
     lines = [f"# sweep {name}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(row[c]) for c in cols) + " |" for row in table]
-    reasons = [f"- {r['name']}: {r['reason']}" for r in rows if r.get("reason")]
+    reasons = [f"- {markdown_cell(r['name'])}: {markdown_cell(r['reason'])}" for r in rows if r.get("reason")]
     if reasons:
         lines += ["", "## notes", *reasons]
     return "\n".join(lines) + "\n"

@@ -108,6 +108,26 @@ def recorded_processes(pids: list) -> list:
     return out
 
 
+def cpus_needed(resources) -> int:
+    """The CPUs one trial takes from Ray (a multi-worker trial also needs a sliver for its Tune function)."""
+    res = resources
+    return math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))
+
+
+def oversubscription(resources, cores: int | None = None) -> str | None:
+    """Why a local Ray would be told more CPUs than this machine has (None when it fits): a trial
+    of `workers_per_trial` x `cpus_per_worker` larger than the cores runs, but its workers share them."""
+    cores = cores or len(os.sched_getaffinity(0))
+    need = cpus_needed(resources)
+    if need <= cores:
+        return None
+    res = resources
+    return (
+        f"resources: a trial takes workers_per_trial {res.workers_per_trial} x cpus_per_worker {res.cpus_per_worker:g} CPUs, "
+        f"this machine has {cores}; the local Ray is told {need} CPUs, so the trial's workers share {cores} cores (slower, not refused)"
+    )
+
+
 class RayCluster:
     """`start()` joins `address` or starts a local Ray; `stop()` leaves it as found."""
 
@@ -150,26 +170,25 @@ class RayCluster:
                 netpolicy.require_ray_head_guard()  # a Ray the guard was not written for would probe cloud metadata
             except netpolicy.RayGuardError as err:
                 raise UserError(str(err)) from None
-            res = self.resources
-            # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
-            need = math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))
-            ray.init(
-                num_cpus=max(len(os.sched_getaffinity(0)), need),
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                runtime_env=runtime_env,
-                log_to_driver=False,
-                logging_level="WARNING",
-            )
-            from ray._private import worker as ray_worker
+            with signals.deferred():  # a signal now is acted on once Ray is up and its processes are recorded
+                need = cpus_needed(self.resources)  # more than the cores: oversubscription() says so at launch
+                ray.init(
+                    num_cpus=max(len(os.sched_getaffinity(0)), need),
+                    include_dashboard=False,
+                    _node_ip_address="127.0.0.1",
+                    runtime_env=runtime_env,
+                    log_to_driver=False,
+                    logging_level="WARNING",
+                )
+                from ray._private import worker as ray_worker
 
-            session, node = ray_worker._global_node.get_session_dir_path(), ray.get_runtime_context().get_node_id()
-            self.local = {
-                "ray_session_dir": session,
-                "ray_node_id": node,
-                "ray_pids": [[p.pid, p.create_time()] for p in ray_processes(session, node)],
-                "driver_pid": os.getpid(),
-            }
+                session, node = ray_worker._global_node.get_session_dir_path(), ray.get_runtime_context().get_node_id()
+                self.local = {
+                    "ray_session_dir": session,
+                    "ray_node_id": node,
+                    "ray_pids": [[p.pid, p.create_time()] for p in ray_processes(session, node)],
+                    "driver_pid": os.getpid(),
+                }
         signals.install_interrupt()  # ray.init installed its own SIGTERM handler
 
     def stop(self) -> None:
@@ -179,12 +198,15 @@ class RayCluster:
         import ray
 
         with signals.ignored():  # a second signal must not leave Ray half stopped
+            # found before the shutdown: once the raylet is gone its workers are orphans, no longer its descendants
+            before = session_processes(self.local) if self.local else []
             if ray.is_initialized():
                 ray.shutdown()
             if self.local:
                 import psutil
 
-                _, alive = psutil.wait_procs(session_processes(self.local), timeout=10)
+                procs = {p.pid: p for p in [*before, *session_processes(self.local)]}
+                _, alive = psutil.wait_procs(list(procs.values()), timeout=10)
                 kill_processes(alive)
 
     def check_resources(self) -> None:

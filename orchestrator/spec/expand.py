@@ -13,6 +13,7 @@ from typing import Any
 
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
+from orchestrator.printable import terminal
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig
@@ -271,7 +272,7 @@ def _name_trials(trials: list[ExpandedTrial], varying: list[str], zipped: Collec
     counts: dict[str, int] = {}
     for t in trials:
         parts = [_short(p, t.axes[p]) for p in varying if usual.get(p) != repr(t.axes[p])]
-        name = "-".join(parts) or t.config.model.gate.label
+        name = terminal("-".join(parts) or t.config.model.gate.label)  # values may hold ESC, U+202E, newlines
         t.name = name
         counts[name] = counts.get(name, 0) + 1
     for t in trials:

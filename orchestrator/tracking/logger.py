@@ -28,12 +28,15 @@ def _is_number(v: Any) -> bool:
 
 
 class StoreCalls:
-    """Calls into a tracking store that outlast its outages: a transient error (`_transient`) is
-    said once as a warning, backed off (1 s doubling to 30 s), and retried; `_buffer` holds what
-    is still to be sent."""
+    """Calls into a tracking store that outlast its outages: a transient error (`transient`: a
+    connection error, a timeout, a 5xx answer, a locked SQLite database) is said once as a
+    warning, backed off (1 s doubling to 30 s), and retried; any other error is raised at once.
+    Params and tags are retried in a loop for at most `patience` seconds, then the last error is
+    raised; metrics stay in `_buffer` until a flush gets them through."""
 
-    def __init__(self, *, quiet: bool = False):
+    def __init__(self, *, quiet: bool = False, patience: float = 600.0):
         self.quiet = quiet
+        self.patience = patience
         self._buffer: list = []
         self._down_since: float | None = None
         self._backoff_until = 0.0
@@ -41,29 +44,34 @@ class StoreCalls:
         self.warnings: list[str] = []
 
     def _call(self, fn, *, raise_errors: bool = True) -> bool:
-        try:
-            fn()
-        except Exception as err:  # store unreachable, locked or erroring: keep going, say so
-            if not _transient(err):
-                raise
-            now = time.monotonic()
-            if self._down_since is None:
-                self._down_since = now
-                self._warn(f"tracking store unreachable ({type(err).__name__}); buffering metrics and retrying")
-            self._backoff_until = now + self._backoff
-            self._backoff = min(self._backoff * 2, 30.0)
-            if raise_errors:
-                # params/tags are few: retry them until the store answers (bounded by the caller's patience)
-                time.sleep(max(0.0, self._backoff_until - now))
-                return self._call(fn, raise_errors=raise_errors)
-            return False
-        if self._down_since is not None:
-            self._warn(
-                f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent"
-            )
-            self._down_since = None
-        self._backoff = 1.0
-        return True
+        """`fn()`; True once it went through. A transient failure: False at once without
+        `raise_errors` (the caller keeps what it sent), else retried until `patience` runs out."""
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                fn()
+            except Exception as err:  # store unreachable, locked or erroring: keep going, say so
+                if not transient(err):
+                    raise
+                now = time.monotonic()
+                if self._down_since is None:
+                    self._down_since = now
+                    self._warn(f"tracking store unreachable ({type(err).__name__}); buffering metrics and retrying")
+                self._backoff_until = now + self._backoff
+                self._backoff = min(self._backoff * 2, 30.0)
+                if not raise_errors:
+                    return False
+                if now >= deadline:
+                    raise
+                time.sleep(max(0.0, min(self._backoff_until, deadline) - now))
+                continue
+            if self._down_since is not None:
+                self._warn(
+                    f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent"
+                )
+                self._down_since = None
+            self._backoff = 1.0
+            return True
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -180,22 +188,47 @@ class RunLogger(StoreCalls):
         self._call(lambda: self.client.set_terminated(self.run_id, status=status))
 
 
-def _transient(err: Exception) -> bool:
-    """Errors worth retrying: connection problems, server 5xx, a locked SQLite database."""
-    text = f"{type(err).__name__} {err}".lower()
-    needles = (
-        "connection",
-        "timeout",
-        "timed out",
-        "max retries",
-        "temporarily",
-        "database is locked",
-        "503",
-        "502",
-        "504",
-        "500",
-        "refused",
-        "reset by peer",
-        "unavailable",
-    )
-    return any(n in text for n in needles)
+TRANSIENT_CODES = ("TEMPORARILY_UNAVAILABLE", "DEADLINE_EXCEEDED", "REQUEST_LIMIT_EXCEEDED", "ABORTED")
+"""MLflow error codes worth a retry (MLflow's SQL store reports a locked database as TEMPORARILY_UNAVAILABLE)."""
+
+
+def _causes(err: BaseException, depth: int = 8):
+    """`err` and the errors it was raised from or while handling (MLflow's REST client wraps a
+    requests error in an MlflowException raised inside its `except`), each once."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo and len(seen) < depth:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]  # sqlalchemy keeps the DBAPI error in .orig
+
+
+def transient(err: BaseException) -> bool:
+    """Whether `err` is worth retrying, by type and code, never by the words of its message (a
+    permanent error quotes run ids and values, which can contain "500" or "timeout"): a
+    connection error or a timeout (the standard library's, requests', urllib3's), an MLflow error
+    with a transient code or a 5xx answer from a server, a SQLite database that is busy or locked."""
+    import sqlite3
+
+    import requests
+    import urllib3
+    from mlflow.exceptions import MlflowException, RestException
+
+    for e in _causes(err):
+        if isinstance(
+            e, (ConnectionError, TimeoutError, requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+        ):
+            return True
+        if isinstance(e, (requests.exceptions.RetryError, urllib3.exceptions.MaxRetryError, urllib3.exceptions.ProtocolError)):
+            return True
+        if isinstance(e, sqlite3.OperationalError) and getattr(e, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return True
+        if isinstance(e, MlflowException):
+            if e.error_code in TRANSIENT_CODES:
+                return True
+            if isinstance(e, RestException) and e.get_http_status_code() >= 500:  # a server's answer, not a local default
+                return True
+    return False

@@ -47,6 +47,10 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
     assert m["ppl/kjv"] > 1 and m["bpb/kjv"] > 0
     assert m["eval_time_s/benchmarks"] > 0
     assert (tmp_path / "r" / "model.pt").exists()
+    from orchestrator import metrics as registry
+
+    unknown = sorted(k for k in m if registry.lookup(k) is None)  # every key the benchmarks log is a registry name
+    assert not unknown, unknown
 
 
 def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):

@@ -280,14 +280,14 @@ def test_unsupported_hf_folders_are_refused_in_one_line(tmp_path, capsys, config
 
 
 def test_missing_corrupt_and_mismatched_weights(tmp_path, capsys):
-    from orchestrator.interop.safetensors_io import save_file
+    from orchestrator.interop.weights_files import save_file
 
     folder = config_folder(tmp_path / "none", QWEN3)
     one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "no model.safetensors or model.safetensors.index.json")
     (folder / "pytorch_model.bin").write_bytes(b"x")
     one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "found pytorch_model.bin: convert them to safetensors")
     folder = config_folder(tmp_path / "corrupt", QWEN3, b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "damaged safetensors file (its header is not JSON)")
+    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "damaged safetensors file (its header is not JSON")
     folder = config_folder(tmp_path / "empty", QWEN3, b"")
     one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "not a safetensors file (0 bytes")
     folder = config_folder(tmp_path / "short", QWEN3)

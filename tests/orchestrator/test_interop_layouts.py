@@ -18,8 +18,8 @@ from orchestrator.interop import InteropError, hf_layouts
 from orchestrator.interop.export import export
 from orchestrator.interop.import_ import import_model
 from orchestrator.interop.locate import build_model, load_hf, locate
-from orchestrator.interop.safetensors_io import load_file, load_folder, save_file
 from orchestrator.interop.tokenizer_files import byte_hf_tokenizer
+from orchestrator.interop.weights_files import load_file, load_folder, save_file
 
 V = 320  # a padded vocabulary, as Qwen's is
 BASE = dict(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, ffn_dim=48, max_seq_len=64, init_std=0.2)

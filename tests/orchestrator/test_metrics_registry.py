@@ -3,8 +3,10 @@ produces where it says it does, and the consumers' lists derived from it."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator import metrics as registry
 from orchestrator.spec.trial import TrialConfig
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BIGRAM = {
     "model": {"size": "bigram-1l", "gate": {"position": "G1"}},
@@ -96,8 +100,13 @@ def test_a_text_evaluation_reports_no_bigram_metric(tmp_path):
 def test_a_finished_trial_has_every_final_metric(tmp_path, tracking_uri):
     from orchestrator.trial.run import TrialContext, run_trial
 
-    result = run_trial(trial_config(), TrialContext(run_dir=tmp_path / "run", tracking_uri=tracking_uri, experiment="reg"))
+    cfg = trial_config()
+    cfg = cfg.replace(eval=cfg.eval.replace(length=cfg.eval.length.replace(lengths=[64], batches=1, batch_size=4)))
+    result = run_trial(cfg, TrialContext(run_dir=tmp_path / "run", tracking_uri=tracking_uri, experiment="reg"))
     run = MlflowClient(tracking_uri).get_run(result.run_id)
+    # every key the trial logged (evaluations, end metrics, its benchmarks, MLflow's system metrics) is a registry name
+    assert any(k.startswith("length_loss/") for k in run.data.metrics)
+    assert not unknown(run.data.metrics) and not unknown(result.metrics), (unknown(run.data.metrics), unknown(result.metrics))
     assert run.info.status == "FINISHED"
     final = set(registry.names("final"))
     assert final <= set(run.data.metrics), sorted(final - set(run.data.metrics))
@@ -125,3 +134,86 @@ def test_report_and_summary_columns_come_from_the_registry():
     logged = [{"metrics": {k: 1.0 for k in every}}]
     assert summary_columns(logged) == list(registry.names("summary"))
     assert summary_columns([{"metrics": {}}]) == [m.name for m in registry.select("summary") if not m.needs]
+
+
+# ---- every key any code path logs is a registry name -------------------------------------------
+def unknown(keys) -> list[str]:
+    return sorted(k for k in keys if registry.lookup(k) is None)
+
+
+@pytest.mark.parametrize("model", [{"gate": {"position": "G1"}}, {"gate": {"position": "none"}}, {"attention": {"kind": "softmax1"}}])
+def test_the_evaluation_and_the_probe_log_registry_names_only_and_the_same_ones(model):
+    """heldout.evaluate (a trial's evaluation) and run_probe (`gatesweep probe`) share
+    probe_metrics: the same keys, every one known to the registry."""
+    from types import SimpleNamespace
+
+    from gatedmodels import GatedTransformer, ModelConfig
+    from orchestrator.evals.heldout import evaluate
+    from orchestrator.interop.probe import run_probe
+    from orchestrator.spec.evaluation import EvalConfig
+
+    torch.manual_seed(0)
+    net = GatedTransformer(ModelConfig.preset("tiny", **model)).eval()
+    seqs = torch.randint(0, 511, (4, 33))
+    seqs[:, 0] = 511
+    data = SimpleNamespace(token_bytes=torch.ones(512, dtype=torch.long), task_metrics=lambda logits, seq: {})
+    trial = evaluate(net, data, [seqs], EvalConfig(probe_sequences=4, batches=1, batch_size=4)).metrics
+    probe = run_probe(net, seqs, data.token_bytes).metrics
+    assert not unknown(trial) and not unknown(probe), (unknown(trial), unknown(probe))
+    assert set(trial) == set(probe), sorted(set(trial) ^ set(probe))
+    if "attention" in model:
+        assert "sink_slot_mass" in probe and "first_token_share" in probe  # the keys `gatesweep probe` used to lack
+
+
+def test_the_synthetic_store_of_the_report_benchmark_logs_registry_names_only():
+    import random
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import report_scale
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    templates = report_scale.probe_templates()
+    for gate in ("none", "G1-elementwise"):
+        metrics = report_scale.synthetic_metrics(random.Random(0), gate, "tiny", templates)
+        assert not unknown(metrics), unknown(metrics)
+        assert set(templates[gate != "none"]) <= set(metrics)
+    assert registry.lookup(report_scale.TRAIN_LOSS) is not None
+
+
+def test_a_non_finite_model_reads_as_nan_with_a_warning_never_as_sink_free():
+    """All-NaN weights (a diverged or damaged checkpoint): attention and gate scores are NaN, so
+    the sink ratio and the fractions of small gate scores are NaN, not a reassuring 0."""
+    from gatedmodels import GatedTransformer, ModelConfig
+    from orchestrator.interop.probe import run_probe
+
+    net = GatedTransformer(ModelConfig.preset("tiny", gate={"position": "G1"})).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.fill_(float("nan"))
+    seqs = torch.randint(0, 511, (4, 33))
+    report = run_probe(net, seqs, torch.ones(512, dtype=torch.long))
+    m = report.metrics
+    for key in ("val_loss", "sink_ratio", "sink_ratio/layer_0", "first_token_attn", "gate_frac_below_1e-2", "gate_score_mean"):
+        assert math.isnan(m[key]), (key, m[key])
+    assert math.isfinite(m["first_token_attn_uniform"])  # a property of the length, not of the model
+    assert any("attention probabilities are not finite" in w and "sink_ratio" in w for w in report.warnings), report.warnings
+    assert any("gate scores are not finite" in w for w in report.warnings), report.warnings
+    assert all(math.isnan(x) for row in report.sink_heads for x in row)
+
+
+def test_a_model_with_one_bad_layer_names_it_and_keeps_the_other_layers():
+    from gatedmodels import GatedTransformer, ModelConfig
+    from orchestrator.evals.probe_metrics import probe_metrics
+
+    torch.manual_seed(0)
+    net = GatedTransformer(ModelConfig.preset("tiny", gate={"position": "G1"})).eval()
+    with torch.no_grad():
+        _, probe = net.probe(torch.randint(0, 511, (2, 17)))
+    probe.layers[1].gate = torch.full_like(probe.layers[1].gate, float("inf"))
+    probed = probe_metrics(probe, 17, sink_eps=0.3, sink_tokens=64)
+    assert math.isnan(probed.metrics["gate_score_mean"]) and math.isnan(probed.metrics["gate_score_mean/layer_1"])
+    assert math.isfinite(probed.metrics["gate_score_mean/layer_0"]) and math.isfinite(probed.metrics["sink_ratio"])
+    assert probed.warnings == [
+        "the model's gate scores are not finite (NaN or inf in layer 1): gate_score_mean, gate_frac_below_1e-2, gate_frac_below_1e-3 reported as NaN"
+    ]

@@ -295,6 +295,36 @@ def test_sigterm_and_sighup_stop_a_sweep_like_ctrl_c(tmp_path, no_ray_left_behin
     assert "ray_session_dir" not in state, "Ray was stopped"
 
 
+@pytest.mark.parametrize("gaps", [(0.05, 0.45), (0.3, 0.05)], ids=["fast-then-slow", "slow-then-fast"])
+def test_three_ctrl_c_in_a_row_stop_the_sweep_once_and_leave_no_process(tmp_path, no_ray_left_behind, gaps):
+    """Impatient Ctrl-C: three SIGINTs 0.05-0.5 s apart. The first stops the sweep; the others
+    are noted, never cut the teardown short: exit 130, the parent closed, a resume hint, and no
+    process of the sweep (the driver's Ray, its workers) alive afterwards (the fixture polls 15 s)."""
+    name = f"ctrl3-{int(gaps[0] * 100)}"
+    f = write(
+        tmp_path,
+        name,
+        grid={"model.gate.position": ["none", "G1"]},
+        resources={"max_concurrent": 2},
+        base={"train": {"steps": 300, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
+    )
+    driver = start("run", str(f), cwd=tmp_path)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")):
+        time.sleep(0.3)
+    driver.send_signal(signal.SIGINT)
+    for gap in gaps:
+        time.sleep(gap)
+        driver.send_signal(signal.SIGINT)
+    assert driver.wait(timeout=120) == 130, (tmp_path / "driver.log").read_text()
+    text = (tmp_path / "driver.log").read_text()
+    assert f"gatesweep resume {name}" in text and "Traceback" not in text, text
+    c = store(tmp_path)
+    assert parent_of(c, name).info.status == "KILLED"
+    state = json.loads((tmp_path / f"runs/sweeps/{name}/state.json").read_text())
+    assert "ray_session_dir" not in state, "Ray was stopped"
+
+
 DAMAGED = {
     "not_json": b"{ this is not json",
     "truncated": b'{"name": "dmg", "parent_run_id": "abc", "tri',

@@ -33,7 +33,7 @@ from .choice import (
     layout_problem,
     variant,
 )
-from .from_hf import HF_DEFAULTS, _Fields, _no, _rope_from_hf, architecture_key, config_from_hf, detect_layout, state_from_hf
+from .from_hf import HF_DEFAULTS, _Fields, _no, _rope_from_hf, architecture_key, config_from_hf, detect_layout, ignorable, state_from_hf
 from .to_hf import _rope_fields, aux_coef_from_hf, aux_coef_to_hf, to_hf
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "detect_layout",
     "formats_for",
     "hf_layout_for",
+    "ignorable",
     "layout_for_format",
     "layout_problem",
     "state_from_hf",

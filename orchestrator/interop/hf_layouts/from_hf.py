@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -240,7 +240,13 @@ def config_from_hf(config: dict[str, Any], where: str, *, max_len: int) -> tuple
     return cfg, layout
 
 
-def state_from_hf(cfg: ModelConfig, layout: str, tensors: dict[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
+def ignorable(name: str) -> bool:
+    """Tensors of an HF folder that are not part of the language model: Qwen3-Next's
+    multi-token-prediction head (transformers skips it too) and stored RoPE tables."""
+    return name.startswith("mtp.") or name.endswith("rotary_emb.inv_freq")
+
+
+def state_from_hf(cfg: ModelConfig, layout: str, tensors: Mapping[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
     """The gatesweep state dict of HF-named `tensors` (dtype kept; Qwen3-Next's zero-centred norms
     become 1 + w in float32, which is what it computes with, so they go back exactly). Every expected tensor must be there with its shape; a
     tensor left over is refused, naming it, so nothing the model computes with is dropped."""
@@ -249,11 +255,10 @@ def state_from_hf(cfg: ModelConfig, layout: str, tensors: dict[str, torch.Tensor
     gated = cfg.gate.position != "none"
     w = 1 if cfg.gate.granularity == "headwise" else d
     used: set[str] = set()
-    ignorable = ("mtp.",)  # Qwen3-Next's multi-token-prediction head: not part of the LM (transformers skips it too)
-    tensors = {k: v for k, v in tensors.items() if not k.startswith(ignorable) and not k.endswith("rotary_emb.inv_freq")}
+    skipped = {k for k in tensors if ignorable(k)}  # names only: `tensors` may read each one lazily
 
     def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        if name not in tensors:
+        if name not in tensors or name in skipped:
             raise InteropError(f"{where}: tensor {name} is missing (expected shape {list(shape)} for this config)")
         t = tensors[name]
         if tuple(t.shape) != shape:
@@ -270,7 +275,7 @@ def state_from_hf(cfg: ModelConfig, layout: str, tensors: dict[str, torch.Tensor
     if cfg.tie_embeddings:
         if "lm_head.weight" in tensors:  # some writers store the tied head anyway: it must be the embedding
             head = take("lm_head.weight", (cfg.vocab_size, D))
-            if not torch.equal(head, out["embed.weight"]):
+            if not head.is_meta and not torch.equal(head, out["embed.weight"]):
                 raise InteropError(f"{where}: tie_word_embeddings is true but lm_head.weight differs from the embedding")
     else:
         out["lm_head.weight"] = take("lm_head.weight", (cfg.vocab_size, D))
@@ -323,7 +328,7 @@ def state_from_hf(cfg: ModelConfig, layout: str, tensors: dict[str, torch.Tensor
             w1, w3 = take(mlp + "gate_proj.weight", (F, D)), take(mlp + "up_proj.weight", (F, D))
             out[dst + "ffn.w13.weight"] = torch.cat([w1, w3], dim=0)
             out[dst + "ffn.w2.weight"] = take(mlp + "down_proj.weight", (D, F))
-    left = sorted(set(tensors) - used)
+    left = sorted(set(tensors) - used - skipped)
     if left:
         more = f" and {len(left) - 3} more" if len(left) > 3 else ""
         raise InteropError(f"{where}: tensors this config does not use: {', '.join(left[:3])}{more} (a layout gatesweep does not know?)")

@@ -1,7 +1,9 @@
 """The trial's files, written when it ends and logged as MLflow artifacts: config.yaml (the
 resolved config), deepspeed.json, spikes.json (rules and events), probes.json (the data behind
 the plots), the plots (loss curve with spikes, first-token attention per layer, an attention
-map, gate-score histogram), and RUN_DIR/model.pt (never half-written; logged as `model/model.pt`). Keeps the loss history
+map, gate-score histogram), and RUN_DIR/model.pt (never half-written; logged as `model/model.pt`;
+it records the MLflow run it was trained under, `run_id`, which `gatesweep eval`, `export` and
+`probe` check against the run they would log into). Keeps the loss history
 the curve is drawn from, in every checkpoint."""
 
 from __future__ import annotations
@@ -80,5 +82,6 @@ class Artifacts(Callback):
 
     def save_model(self) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        record = {"model": state, "config": self.resolved.to_dict()}
+        # the run id travels with the weights: a consumer refuses weights of another run than the one it logs into
+        record = {"model": state, "config": self.resolved.to_dict(), "run_id": self.tracker.run_id}
         storage.write_stream(self.run_dir / "model.pt", lambda fh: torch.save(record, fh))  # never a half-written model.pt

@@ -18,3 +18,5 @@ class Console(Callback):
 
     def on_eval(self, step: int, result) -> None:
         self.say(f"eval step {step}: " + " ".join(metrics.progress_parts(result.metrics)))
+        for line in result.warnings:
+            self.say(f"warning: {line}")

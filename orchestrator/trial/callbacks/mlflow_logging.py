@@ -107,6 +107,8 @@ class MLflowLogging(Callback):
 
     def on_eval(self, step: int, result) -> None:
         self.logger.log_metrics({**result.metrics, "eval_time_s/periodic": self.trainer.eval_s}, step)
+        if result.warnings:  # NaN probe metrics: say why where the run is read
+            self.logger.set_tags({names.EVAL_WARNINGS_TAG: f"step {step}: " + "; ".join(result.warnings)})
 
     def on_end(self, step: int, metrics: dict) -> None:
         # the benchmarks and the trial's speed; the evaluation's and the spike counts' points at

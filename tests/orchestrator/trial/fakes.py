@@ -144,6 +144,7 @@ def trainer(cfg, callbacks, engine=None) -> Trainer:
 class FakeLogging:
     def __init__(self, run_dir=None):
         self.run_dir, self.calls, self.warnings = run_dir, [], []
+        self.run_id = "f" * 32
 
     def flush(self, wait=0.0):
         whole = ckpt.latest_checkpoint(self.run_dir) if self.run_dir else None

@@ -201,6 +201,7 @@ def test_artifacts_writes_every_file_and_keeps_the_loss_history(tmp_path):
     assert json.loads((tmp_path / "artifacts" / "spikes.json").read_text())["events"][0]["step"] == 2
     saved = torch.load(tmp_path / "model.pt", weights_only=True)
     assert saved["config"]["model"]["vocab_size"] == VOCAB and set(saved["model"]) == set(Tiny().state_dict())
+    assert saved["run_id"] == log.run_id  # the weights know whose they are
     assert not [p.name for p in tmp_path.iterdir() if "model.pt" in p.name and p.name != "model.pt"], "no temporary weights file left"
 
 
