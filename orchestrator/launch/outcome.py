@@ -56,6 +56,8 @@ class SweepOutcome:
     """Why the report, the parent's summary metrics or the saved view could not be written."""
     parent_status: str = ""
     """The status the parent run was closed with (FINISHED, FAILED, KILLED)."""
+    reused: bool = False
+    """Nothing ran: every trial had finished in the sweep's latest launch, whose parent this is."""
 
     @property
     def failed(self) -> int:

@@ -20,7 +20,7 @@ from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, search_all, views
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, quoted, redact_uri, search_all, views
 
 
 def finished_runs(uri: str, experiment: str) -> dict[str, object]:
@@ -66,7 +66,7 @@ def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri
     shape as params, and the sweep file `source` as an artifact; returns its run id."""
     tags = {
         names.SWEEP_TAG: spec.name,
-        names.KIND_TAG: "sweep",
+        names.KIND_TAG: names.SWEEP_KIND,
         names.NOTE_TAG: spec.description,
         names.TRACKING_URI_TAG: redact_uri(uri),
         names.DRIVER_TAG: driver,
@@ -94,6 +94,7 @@ def create_child(cl, exp_id: str, sweep: str, t: ExpandedTrial, parent: str) -> 
     """A grid trial's run, SCHEDULED until its trainable starts, tagged with its sweep, hash, name,
     parent, membership and axes."""
     tags = {
+        names.KIND_TAG: names.TRIAL_KIND,
         names.SWEEP_TAG: sweep,
         names.CONFIG_HASH_TAG: t.config_hash,
         names.TRIAL_NAME_TAG: t.name,
@@ -173,6 +174,40 @@ class SweepRuns:
             runs=self.view_runs(),
         )
         return parent
+
+    def finished_launch(self):
+        """The sweep's latest parent run (an MLflow Run) when it has exactly the finished runs of every trial of
+        this expansion as its members (a re-run of a finished sweep): the launch to show again
+        instead of a new, empty one. None otherwise (something to run, `--rerun`, a resume, an
+        Optuna sweep, a changed sweep file, or a launch of another sweep holding the runs)."""
+        if self.resume or self.rerun or self.spec.search.type != "grid":
+            return None
+        done = finished_runs(self.uri, self.experiment)
+        if not self.expansion.trials or any(t.config_hash not in done for t in self.expansion.trials):
+            return None
+        cl = client(self.uri)
+        exp = cl.get_experiment_by_name(self.experiment)
+        name = quoted(self.spec.name)
+        latest = cl.search_runs(
+            [exp.experiment_id],
+            filter_string=f"tags.`{names.KIND_TAG}` = '{names.SWEEP_KIND}' and tags.`{names.SWEEP_TAG}` = {name}",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not latest or latest[0].info.status == "RUNNING":
+            return None
+        parent = latest[0].info.run_id
+        members = {
+            r.info.run_id for r in search_all(cl, [exp.experiment_id], f"tags.`{names.member_tag(self.spec.name)}` = {quoted(parent)}")
+        }
+        if members != {done[t.config_hash].info.run_id for t in self.expansion.trials}:
+            return None
+        for t in self.expansion.trials:
+            run = done[t.config_hash]
+            row = TrialRow(t.name, t.config_hash, run.info.run_id, status="skipped", axes=t.axes, member=True)
+            row.metrics = dict(run.data.metrics)
+            self.rows[t.config_hash] = row
+        return latest[0]
 
     def view_axes(self) -> list[str]:
         """The axes the runs table shows: the varying grid axes, then Optuna's sampled ones."""

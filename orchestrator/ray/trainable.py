@@ -137,6 +137,7 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
         run_id = found[0].info.run_id
     else:
         tags = {
+            names.KIND_TAG: names.TRIAL_KIND,
             names.SWEEP_TAG: payload.sweep,
             names.CONFIG_HASH_TAG: cfg.config_hash() if cfg else "",
             names.TUNE_TRIAL_ID_TAG: trial_id,

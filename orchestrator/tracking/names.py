@@ -5,7 +5,7 @@ Writers (the trial, the trainable, the launcher) and readers (dashboards, `gates
 
 Tags of a sweep's **parent run**: `KIND_TAG = SWEEP_KIND`, `SWEEP_TAG`, `DRIVER_TAG`,
 `TRACKING_URI_TAG`, `COUNTS_TAG` (at the end) and `REASON_TAG` (when the sweep itself failed);
-its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `PARENT_TAG`, `SWEEP_TAG`,
+its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `KIND_TAG = TRIAL_KIND`, `PARENT_TAG`, `SWEEP_TAG`,
 `CONFIG_HASH_TAG`, `TRIAL_NAME_TAG`, one `axis_tag(path)` per varying axis, the trial's own
 (`RUN_DIR_TAG`, `GATE_TAG`, `TASK_TAG`, `HOST_TAG`, `PID_TAG`, `DEEPSPEED_TAG`, ...), and how it
 ended (`OUTCOME_TAG`, with `REASON_TAG` or `STOPPED_TAG`: see `orchestrator.tracking.outcomes`).
@@ -24,8 +24,12 @@ NOTE_TAG = "mlflow.note.content"
 
 # ---- tags -------------------------------------------------------------------------------------
 KIND_TAG = "gatesweep.kind"
-"""`sweep` on a sweep's parent run (trial runs have none)."""
+"""What a run is: `sweep` (a sweep's parent run), `trial` (a trial's run, in a sweep or from
+`gatesweep train`), `probe` (`gatesweep probe --log`). `tags.`gatesweep.kind` = 'trial'` in
+`mlflow.search_runs` leaves the parents out."""
 SWEEP_KIND = "sweep"
+TRIAL_KIND = "trial"
+PROBE_KIND = "probe"
 SWEEP_TAG = "gatesweep.sweep"
 """The sweep's name, on its parent and on every trial it launched."""
 DRIVER_TAG = "gatesweep.driver"
