@@ -149,6 +149,8 @@ def test_durations():
 
 
 def test_library_log_lines_go_to_the_sweep_folder_not_the_console(tmp_path, capsys):
+    import mlflow  # noqa: F401 (its import configures its logger)
+
     from orchestrator.launch.logfile import LOG_FILE, LibraryLog, attach
 
     console = io.StringIO()
@@ -177,3 +179,32 @@ def test_library_log_lines_go_to_the_sweep_folder_not_the_console(tmp_path, caps
         assert "store trouble" in err and "quiet" not in err
     finally:
         lib.removeHandler(mine)
+
+
+def test_plan_measure_gives_its_spread_and_says_when_the_machine_is_busy(tmp_path, monkeypatch, capsys):
+    import os
+
+    import yaml
+
+    from orchestrator.cli import plan
+    from orchestrator.cli.main import main
+
+    doc = {
+        "name": "m",
+        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32}, "train": {"steps": 300, "batch_size": 8}},
+        "grid": {"train.seed": [0, 1]},
+        "tracking": {"experiment": "m"},
+    }
+    f = tmp_path / "m.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert main(["plan", str(f), "--measure", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("estimated wall time: "))
+    steps = int(line.split(" over the spread of ")[1].split()[0])
+    assert steps >= 5 and "10th to 90th percentile" in line, line  # one distinct model: measured once, many steps
+    cpus = len(os.sched_getaffinity(0))
+    assert f"note: the machine is busy (load average 9.0 on {cpus} cores)" in out
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert plan.load_note(cpus) == ""
+    assert not (tmp_path / "none.db").exists()  # a dry run creates no store
