@@ -12,7 +12,9 @@ ended (`OUTCOME_TAG`, with `REASON_TAG` or `STOPPED_TAG`: see `orchestrator.trac
 A finished run that a later sweep reused carries `also_in_tag(sweep) = <that sweep's parent id>`.
 Every trial run of a launch, its own and the ones it reused, carries `member_tag(sweep) = <the
 launch's parent id>`: the one filter that lists a launch's trials in the MLflow UI
-(`orchestrator.tracking.views`). The experiment's kind and the sweep's saved view are
+(`orchestrator.tracking.views`), and `group_tag(sweep) = <its group's label>` (`G1-elementwise`,
+`G1-elementwise, size=small`: its values on the varied axes but the seeds), which the sweep's
+saved view groups by, with `RUN_COLOR_TAG` set to its group's colour. The experiment's kind and the sweep's saved view are
 experiment tags (`views.EXPERIMENT_KIND_TAG`, `views.view_tag`).
 """
 
@@ -66,6 +68,9 @@ WEIGHTS_SKIPPED_TAG = "gatesweep.weights_not_logged"
 AXIS_PREFIX = "gatesweep.axis."
 ALSO_IN_PREFIX = "gatesweep.also_in."
 MEMBER_PREFIX = "gatesweep.in."
+GROUP_PREFIX = "gatesweep.group."
+RUN_COLOR_TAG = "mlflow.runColor"
+"""MLflow's own tag for a run's colour in its UI (set to the colour of the run's group)."""
 
 
 def axis_tag(path: str) -> str:
@@ -86,6 +91,22 @@ def also_in_tag(sweep: str) -> str:
 def member_tag(sweep: str) -> str:
     """The tag every trial run of a launch of `sweep` carries (value: the launch's parent id)."""
     return MEMBER_PREFIX + sweep
+
+
+def group_tag(sweep: str, salt: int = 0) -> str:
+    """The tag holding a trial's group in sweep `sweep` (value: the group's label, its values on
+    the varied axes but the seeds): `gatesweep.group.NAME`, or `gatesweep.group.NAME:SALT` where
+    the plain one would give two groups one colour in the MLflow UI (`views.group_key`)."""
+    return GROUP_PREFIX + sweep + (f":{salt}" if salt else "")
+
+
+def is_group_tag(tag: str) -> bool:
+    return tag.startswith(GROUP_PREFIX)
+
+
+def is_seed_axis(path: str) -> bool:
+    """`train.seed`, `data.bigram.seed`, ...: axes that replicate a configuration."""
+    return path.rsplit(".", 1)[-1] == "seed"
 
 
 # ---- params of a sweep's parent run -----------------------------------------------------------
