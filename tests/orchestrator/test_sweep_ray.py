@@ -267,6 +267,19 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
         assert "val_loss" in r.data.metrics
         if r.info.status == "KILLED":
             assert "stopped by the scheduler" in r.data.tags["gatesweep.stopped_early"]
+    # progress counts every sample against the sweep's total; each sample is a group of its own in
+    # the saved view (its sampled lr in the label), which draws their parallel coordinates
+    assert re.search(r"^\[4/4 done · 0 running · 0 failed( · \d stopped early)? · \S+\]$", out.stdout, re.M), out.stdout
+    from orchestrator.tracking import views
+
+    exp = c.get_experiment_by_name("e")
+    _, state = views.decode_view(exp.tags[views.view_tag("opt")])
+    key = state["groupBy"]["groupByKeys"][0]["groupByData"]
+    labels = {r.data.tags[key] for r in kids}
+    assert len(labels) == 4 and all(re.fullmatch(r"lr=[0-9.e+-]+", g) for g in labels), labels
+    assert all(r.data.tags["mlflow.runColor"] == views.group_colour(key, r.data.tags[key]) for r in kids)
+    [par] = [ch for ch in state["compareRunCharts"] if ch["type"] == "PARALLEL"]
+    assert par["selectedParams"] == ["train.lr"] and "val_loss" in par["selectedMetrics"]
 
 
 def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no_ray_left_behind):
