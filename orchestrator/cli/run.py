@@ -53,6 +53,7 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 
 def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from orchestrator.launch.launcher import Launcher
+    from orchestrator.ray.progress import wants_bar
 
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
@@ -74,7 +75,7 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         rerun=rerun,
         resume=resume,
         log=lambda line: print(line, flush=True),
-        bar=sys.stdout.isatty(),
+        bar=wants_bar(sys.stdout),
     )
     outcome = launcher.run()
     has_results = not outcome.interrupted and any(r.status in ("finished", "skipped") for r in outcome.rows)

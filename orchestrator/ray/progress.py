@@ -240,6 +240,14 @@ class SweepProgress:
         self.display.event(self, line)
 
 
+def wants_bar(stream: TextIO | None = None) -> bool:
+    """A bar on a terminal that says its size; plain lines anywhere else (logs, CI, pipes)."""
+    import shutil
+
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)()) and shutil.get_terminal_size((0, 0)).columns > 0
+
+
 class Display:
     """Where the board's lines go."""
 
@@ -299,7 +307,7 @@ class BarDisplay(Display):
             dynamic_ncols=True,
             leave=True,
             unit="trial",
-            bar_format="{n_fmt}/{total_fmt} {bar} {postfix}",
+            bar_format="{n_fmt}/{total_fmt} done |{bar:24}| {desc}",
         )
         self._update(board)
 
@@ -307,7 +315,7 @@ class BarDisplay(Display):
         self.bar.n = board.done + board.failed
         text = board.status()[1:-1].split(" · ", 1)[-1]  # the count is the bar's own
         steps = board.steps_text()
-        self.bar.set_postfix_str(text + (f" | {steps}" if steps else ""), refresh=False)
+        self.bar.set_description_str(text + (f" | {steps}" if steps else ""), refresh=False)
         self.bar.refresh()
         self.last = board.clock()
 

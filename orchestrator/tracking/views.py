@@ -67,8 +67,6 @@ SYSTEM_PREFIX = "system/"
 HEADLINE_SECTION = "Headline metrics: final values"
 METRIC_COLUMN_WIDTH = 110
 AXIS_COLUMN_WIDTH = 140
-NAME_COLUMN = "attributes.`Run Name`"
-NAME_COLUMN_WIDTH = 260
 GATE_AXIS = "model.gate"
 PALETTE = (
     "#a6630c", "#c83243", "#b45091", "#8a63bf", "#434a93", "#137dae", "#04867d", "#308613", "#facb66", "#1f272d",
@@ -366,7 +364,6 @@ def sweep_view_state(
         "selectedColumns": columns,
         "columnOrder": columns,
         "columnWidths": {
-            NAME_COLUMN: NAME_COLUMN_WIDTH,  # wide enough for a group's label ("Group: G1-elementwise")
             **{c: AXIS_COLUMN_WIDTH for c in axis_cols},
             **{_col("metrics", k): max(METRIC_COLUMN_WIDTH, 8 * len(k) + 24) for k in metric_keys},
         },

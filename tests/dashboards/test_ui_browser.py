@@ -7,7 +7,7 @@ in Debian's headless Chromium through the DevTools protocol (tests/dashboards/cd
   every child run of the sweep by name (no collapsed parent), and shows each run's first-token
   attention, the value the store holds, in the `first_token_attn` column beside the gate and
   seed columns; the runs come grouped by arm (the varied axes but the seed): one group row per
-  gate arm holding its three seeds, with their mean, each group in a colour of its own, the one
+  gate arm holding its five seeds, with their mean, each group in a colour of its own, the one
   gatesweep computed; its chart view opens on the headline section, whose bars are the groups'
   means in the groups' colours and whose curves have min/max bands, with no chart of a metric
   that is the same in every trial;
@@ -160,7 +160,7 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
     cl, exp, parent, children = store_runs(uri)
     assert exp.tags[views.EXPERIMENT_KIND_TAG] == views.TRAINING_KIND
     expected = {r.info.run_name: r.data.metrics["first_token_attn"] for r in children}
-    assert len(expected) == 12  # 4 gate arms x 3 seeds
+    assert len(expected) == 20  # 4 gate arms x 5 seeds
     shots = artifact_dir()
     base_tmp = root / "chromium"
 
@@ -220,13 +220,13 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
     assert title.startswith("Runs - Experiment"), title
     assert hash_.startswith(f"#/experiments/{exp.experiment_id}/runs"), hash_
     assert "No data available" not in body and f"{len(expected)} matching runs" in body
-    # every child run by name, in one group per arm (its three seeds), with the value of its first-token attention
+    # every child run by name, in one group per arm (its five seeds), with the value of its first-token attention
     named = [(re.match(r"^(#[0-9a-f]{6})?\s*(.*)$", r.get("attributes.`Run Name`", ""), re.S).groups(), r) for r in rows.values()]
     by_name = {name: r for (_, name), r in named if not name.startswith("Group: ")}
     groups = {re.match(r"Group: (.+)\n(\d+)$", name).groups(): (colour, r) for (colour, name), r in named if name.startswith("Group: ")}
     assert set(by_name) == set(expected), sorted(by_name)
     key = views.group_key(SWEEP, {re.match(r"(.+)-s\d+$", n).group(1) for n in expected})
-    assert {g: int(n) for g, n in groups} == {re.match(r"(.+)-s\d+$", n).group(1): 3 for n in expected}
+    assert {g: int(n) for g, n in groups} == {re.match(r"(.+)-s\d+$", n).group(1): 5 for n in expected}
     colours = {g: colour for (g, _), (colour, _) in groups.items()}
     assert colours == {g: views.group_colour(key, g) for g in colours} and len(set(colours.values())) == 4, colours
     for (g, _), (_, row) in groups.items():  # the group row is its seeds' mean

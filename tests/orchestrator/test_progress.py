@@ -134,7 +134,9 @@ def test_bar_on_a_terminal_with_event_lines_above_it():
     b.close()
     text = out.getvalue()
     assert "  start   t0\n" in text and "  done    t0\n" in text
-    assert "1/5" in text and "0 running · 0 failed · 12s · ETA" in text and "t0 50/100" in text
+    assert (
+        "1/5 done |" in text and "| 0 running · 0 failed · 12s · ETA" in text and "1 running · 0 failed · 12s · ETA ~1m | t0 50/100" in text
+    )
 
 
 def test_work_of_a_payload_counts_tokens_with_samples_applied():
