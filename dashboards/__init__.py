@@ -1,1 +1,8 @@
-"""dashboards: read a sweep's runs from MLflow and compare them (tables, plots, HTML report). Never writes training state."""
+"""dashboards: read a sweep's runs from MLflow and compare them (tables, plots, HTML report). Never writes training state.
+
+In a notebook: `dashboards.results(sweep)` (one row per trial) and `dashboards.history(sweep,
+metrics=[...])` (curves, long form) give pandas DataFrames (`dashboards.results`)."""
+
+from .results import history, results
+
+__all__ = ["history", "results"]

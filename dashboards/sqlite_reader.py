@@ -91,6 +91,20 @@ class SqliteRuns:
         ]
         return sorted(out, key=lambda r: (r.start_time, r.run_id))
 
+    def histories(self, run_ids: list[str], keys: list[str]) -> dict[tuple[str, str], tuple[list[int], list[float]]]:
+        """(run id, metric) -> (steps, values) from MLflow's `metrics` table, ordered by step; the
+        latest point of a step counts (as `dashboards.artifacts.metric_history`)."""
+        out: dict[tuple[str, str], dict[int, float]] = {}
+        for i in range(0, len(run_ids), 500):  # SQLite's limit on bound parameters
+            chunk = run_ids[i : i + 500]
+            sql = (
+                f"SELECT run_uuid, key, step, value, is_nan FROM metrics WHERE run_uuid IN ({','.join('?' * len(chunk))}) "
+                f"AND key IN ({','.join('?' * len(keys))}) ORDER BY run_uuid, key, step, timestamp"
+            )
+            for run_id, key, step, value, is_nan in self.con.execute(sql, [*chunk, *keys]):
+                out.setdefault((run_id, key), {})[int(step)] = math.nan if is_nan else float(value)
+        return {k: (sorted(v), [v[s] for s in sorted(v)]) for k, v in out.items()}
+
     def tagged(self, key: str, value: str, experiment_id: str, *, reused: bool = False) -> list[RunRecord]:
         """Runs of the experiment whose tag `key` is `value`."""
         return self.records(_TAGGED_IN_EXPERIMENT, (key, value, experiment_id), reused=reused)

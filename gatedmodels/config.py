@@ -93,6 +93,18 @@ class GateConfig(Config):
             init_std=self.init_std if self.input_dependent else default.init_std,
         )
 
+    def unused_fields(self) -> list[str]:
+        """Fields that do not apply to this gate (what `normalized()` resets): all but `position`
+        for no gate, all but `position` and `kind` for a G1 control, the head fields of G5, the
+        init of an input-independent gate. Run params leave them out."""
+        names = [f for f in self.__dataclass_fields__ if f != "position"]
+        if self.position == "none":
+            return names
+        if self.kind != "gate":
+            return [f for f in names if f != "kind"]
+        unused = ["granularity", "sharing"] if self.position == "G5" else []
+        return unused + ([] if self.input_dependent else ["init_std"])
+
     @staticmethod
     def normalize_dict(gate: dict) -> dict:
         """`normalized()` on a raw dict, before strict validation: a sweep grid may pair

@@ -53,27 +53,53 @@ def finished_hashes(uri: str, experiment: str) -> set[str]:
         return set()
 
 
-def measure_step(cfg, steps: int = 3) -> float:
-    """Seconds per optimizer step of a plain torch loop on this trial's model and batch."""
+def measure_step(cfg, *, threads: int = 1, budget_s: float = 1.0, min_steps: int = 5, max_steps: int = 30) -> list[float]:
+    """Seconds of each optimizer step of a plain torch loop on this trial's model and batch, with
+    the trial's thread count: steps after a warm-up one until `budget_s` is spent (at least
+    `min_steps`, at most `max_steps`), so a busy machine's spread shows."""
     import torch
     import torch.nn.functional as F
 
     from gatedmodels import GatedTransformer
 
-    torch.manual_seed(0)
-    model = GatedTransformer(cfg.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, cfg.model.vocab_size, (cfg.train.batch_size, cfg.data.seq_len + 1))
-    times = []
-    for _ in range(steps + 1):
-        t0 = time.perf_counter()
-        for _ in range(cfg.train.grad_accum):
-            loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
-            loss.backward()
-        opt.step()
-        opt.zero_grad()
-        times.append(time.perf_counter() - t0)
-    return sorted(times[1:])[len(times[1:]) // 2]
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        torch.manual_seed(0)
+        model = GatedTransformer(cfg.model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        x = torch.randint(0, cfg.model.vocab_size, (cfg.train.batch_size, cfg.data.seq_len + 1))
+        times: list[float] = []
+        start = time.perf_counter()
+        while len(times) < max_steps + 1 and (len(times) < min_steps + 1 or time.perf_counter() - start < budget_s):
+            t0 = time.perf_counter()
+            for _ in range(cfg.train.grad_accum):
+                loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+            times.append(time.perf_counter() - t0)
+        return times[1:]  # the first step allocates
+    finally:
+        torch.set_num_threads(before)
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+def load_note(cpus: int) -> str:
+    """What the machine's load average says about the measurement ("" on a quiet machine)."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return ""
+    if load <= 0.75 * cpus:
+        return ""
+    return f"note: the machine is busy (load average {load:.1f} on {cpus} cores): step times, and the sweep's, move with the load"
 
 
 def run(args) -> int:
@@ -87,8 +113,8 @@ def run(args) -> int:
     done = finished_hashes(uri, spec.tracking.experiment)
     costs = model_costs(e)
     res = spec.resources
-    rows, total_flops, total_s = [], 0.0, 0.0
-    step_time: dict[str, float] = {}
+    rows, total_flops, total_s, low_s, high_s = [], 0.0, 0.0, 0.0, 0.0
+    step_time: dict[str, list[float]] = {}
     for t in e.trials:
         key = json.dumps(t.config.model.to_dict(), sort_keys=True)
         params, per_token = costs[key]
@@ -106,10 +132,13 @@ def run(args) -> int:
         if args.measure:
             mkey = key + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
             if mkey not in step_time:
-                step_time[mkey] = measure_step(t.config)
-            est = step_time[mkey] * tr.steps
+                step_time[mkey] = measure_step(t.config, threads=int(res.cpus_per_worker) or 1)
+            times = step_time[mkey]
+            est = quantile(times, 0.5) * tr.steps
             if t.config_hash not in done:
                 total_s += est
+                low_s += quantile(times, 0.1) * tr.steps
+                high_s += quantile(times, 0.9) * tr.steps
             row["est. time"] = _duration(est)
         rows.append(row)
     if spec.search.type == "optuna":
@@ -129,13 +158,16 @@ def run(args) -> int:
     if warning:
         print(f"warning: {warning} (on this machine; a cluster given with --address is checked at launch)")
     if args.measure:
-        conc = res.max_concurrent or max(
-            1, int(len(__import__("os").sched_getaffinity(0)) // (res.cpus_per_worker * res.workers_per_trial))
-        )
+        cpus = len(__import__("os").sched_getaffinity(0))
+        conc = res.max_concurrent or max(1, int(cpus // (res.cpus_per_worker * res.workers_per_trial)))
+        steps = sum(len(v) for v in step_time.values())
         print(
-            f"estimated wall time: {_duration(total_s / conc)} at {conc} trials at once "
-            f"(measured with a plain torch step on this machine; excludes ~5-10 s fixed cost per trial)"
+            f"estimated wall time: {_duration(total_s / conc)} at {conc} trials at once ({_duration(low_s / conc)} to "
+            f"{_duration(high_s / conc)} over the spread of {steps} measured steps, 10th to 90th percentile; a plain torch "
+            "step on this machine, without the evaluations and the ~5-10 s fixed cost of each trial)"
         )
+        if note := load_note(cpus):
+            print(note)
     return 0
 
 

@@ -179,9 +179,9 @@ def _print(loaded, args, report, bos: str, n: int) -> None:
 
 
 def _log(loaded, args, report, files, uri: str) -> str:
-    from orchestrator.tracking import RunLogger
+    from orchestrator.tracking import RunLogger, names
 
-    tags = {PROBE_OF_TAG: loaded.run_id or str(loaded.path), "gatesweep.gate": loaded.model_cfg.gate.label}
+    tags = {names.KIND_TAG: names.PROBE_KIND, PROBE_OF_TAG: loaded.run_id or str(loaded.path), names.GATE_TAG: loaded.model_cfg.gate.label}
     if report.warnings:
         tags[PROBE_WARNINGS_TAG] = "; ".join(report.warnings)
     try:

@@ -57,9 +57,17 @@ def resolve_uri(args, spec) -> str:
 
 
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
-    from orchestrator.launch.launcher import Launcher
-
     check_max_concurrent(args.max_concurrent)
+    from orchestrator.launch.logfile import LibraryLog
+
+    with LibraryLog():  # Ray's and MLflow's own log lines go to RUNS/sweeps/NAME/sweep.log
+        return _launch(spec, expansion, source, args, resume=resume, rerun=rerun)
+
+
+def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
+    from orchestrator.launch.launcher import Launcher
+    from orchestrator.ray.progress import wants_bar
+
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
 
@@ -80,10 +88,13 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         rerun=rerun,
         resume=resume,
         log=lambda line: print(line, flush=True),
+        bar=wants_bar(sys.stdout),
     )
     outcome = launcher.run()
     has_results = not outcome.interrupted and any(r.status in ("finished", "skipped") for r in outcome.rows)
-    if has_results and not publish_report(spec.name, uri, outcome, launcher.dir / "report"):
+    if outcome.reused:  # nothing ran: the latest launch's report stands
+        outcome.report_dir = launcher.dir / "report" if (launcher.dir / "report" / "report.html").is_file() else None
+    elif has_results and not publish_report(spec.name, uri, outcome, launcher.dir / "report"):
         return 130
     print_outcome(outcome)
     from ..tracking import redact_uri

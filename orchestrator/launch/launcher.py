@@ -9,7 +9,8 @@ One mechanism serves re-runs, resumes and retries: every trial has a fixed check
   finished in the experiment (`--rerun` forces them).
 On a multi-node cluster, RUNS must be on a file system every node mounts (checkpoints are local
 files). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
-ASHA, Optuna, progress), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
+ASHA, Optuna, the progress callback), `ray.progress` (the console's progress and ETA), `launch.logfile`
+(Ray's and MLflow's own log lines to RUNS/sweeps/NAME/sweep.log), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator import signals
+from orchestrator.launch import logfile
 from orchestrator.launch.lock import SweepLock
 from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
 from orchestrator.launch.runs import SweepRuns
@@ -45,8 +47,11 @@ class Launcher:
         rerun: bool = False,
         resume: bool = False,
         log: Callable[[str], None] = print,
+        bar: bool = False,
     ):
         self.spec, self.expansion, self.log, self.resume = spec, expansion, log, resume
+        self.bar = bar
+        """Progress as a bar (a terminal) instead of plain lines (`orchestrator.ray.progress`)."""
         self.dir = sweep_dir(runs_root, spec.name)
         self.state: dict = load_state(self.dir) if resume else {}
         self.runs = SweepRuns(
@@ -63,7 +68,26 @@ class Launcher:
         SIGTERM and SIGHUP stop it the way Ctrl-C does (runs marked interrupted, Ray stopped)."""
         t0 = time.time()
         with SweepLock(self.dir, self.spec.name), signals.as_interrupt():
+            logfile.attach(self.dir)  # Ray's and MLflow's own lines, from here on in the sweep's folder
             interrupted, error = False, ""
+            latest = self.runs.finished_launch()
+            if latest is not None:  # a re-run of a finished sweep: its latest launch has every trial
+                n = len(self.expansion.trials)
+                info = latest.info
+                self.log(
+                    f"sweep {self.spec.name}: all {n} trials finished in its latest launch (parent run {info.run_id}); "
+                    "nothing to run, no new parent run (`--rerun` runs them again)"
+                )
+                rows = list(self.runs.rows.values())
+                return SweepOutcome(
+                    self.spec.name,
+                    info.run_id,
+                    rows,
+                    time.time() - t0,
+                    experiment_id=info.experiment_id,
+                    parent_status=info.status,
+                    reused=True,
+                )
             try:
                 if self.resume:
                     kill_stale_ray(self.state, self.log)
@@ -123,6 +147,7 @@ class Launcher:
     def _join_cluster(self) -> None:
         try:
             self.cluster.start()
+            logfile.recapture()
             self.cluster.check_resources()
         except BaseException:
             self.cluster.stop()
@@ -134,6 +159,7 @@ class Launcher:
             if warning:
                 self.log(f"warning: {warning}")
         self.cluster.start()
+        logfile.recapture()  # Ray configured its logger when it was imported
         if self.cluster.local:  # a killed driver's successor finds this Ray and stops it by pid
             self.state.update(self.cluster.local)
             save_state(self.dir, self.state)
@@ -154,18 +180,33 @@ class Launcher:
         from orchestrator.ray.tune import build_tuner
 
         spec = self.spec
+        board = self._board(payloads)
         common = dict(
             max_t=(spec.scheduler.max_t if spec.scheduler else 0) or max(t.config.train.steps for t in self.expansion.trials),
             storage=self.dir / "tune",
             concurrency=self.cluster.concurrency(),
             retries=spec.retries,
-            log=self.log,
+            board=board,
             stopped=self.stopped,
             errors=self.errors,
         )
-        if spec.search.type == "grid":
-            build_tuner(spec, payloads, **common).fit()
-            return
-        for arm in payloads:
-            self.log(f"optuna arm {arm['name']}: {spec.search.num_samples} samples")
-            build_tuner(spec, [arm], arm=arm, **common).fit()
+        try:
+            if spec.search.type == "grid":
+                build_tuner(spec, payloads, **common).fit()
+                return
+            for arm in payloads:
+                board.say(f"optuna arm {arm['name']}: {spec.search.num_samples} samples")
+                build_tuner(spec, [arm], arm=arm, **common).fit()
+        finally:
+            board.close()
+
+    def _board(self, payloads: list[dict]):
+        """The progress board over the trials this launch runs (each Optuna arm's samples too)."""
+        from orchestrator.ray.progress import BarDisplay, PlainDisplay, SweepProgress, work_of
+
+        if self.spec.search.type == "grid":
+            plan = [work_of(p, key=p["config_hash"]) for p in payloads]
+        else:
+            plan = [work_of(p) for p in payloads for _ in range(self.spec.search.num_samples)]
+        display = BarDisplay() if self.bar else PlainDisplay(self.log)
+        return SweepProgress(plan, concurrency=min(self.cluster.concurrency(), max(1, len(plan))), display=display)

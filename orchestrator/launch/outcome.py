@@ -56,6 +56,8 @@ class SweepOutcome:
     """Why the report, the parent's summary metrics or the saved view could not be written."""
     parent_status: str = ""
     """The status the parent run was closed with (FINISHED, FAILED, KILLED)."""
+    reused: bool = False
+    """Nothing ran: every trial had finished in the sweep's latest launch, whose parent this is."""
 
     @property
     def failed(self) -> int:
@@ -155,9 +157,12 @@ def refresh_view(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
     results are in already."""
     try:
         for row in outcome.rows:
-            if row.run_id and not row.member:  # trials of a launch from before member tags
+            if row.run_id and not row.member:  # trials of a launch from before member and group tags
                 cl.set_tag(row.run_id, names.member_tag(runs.spec.name), outcome.parent_run_id)
+                for key, value in runs.group_of(row.config_hash).items():
+                    cl.set_tag(row.run_id, key, value)
         logged = {k for r in outcome.rows for k in r.metrics}
+        values = {k: [r.metrics[k] for r in outcome.rows if k in r.metrics] for k in logged}
         exp_id = outcome.experiment_id or cl.get_run(outcome.parent_run_id).info.experiment_id
         views.write_sweep_view(
             cl,
@@ -167,6 +172,9 @@ def refresh_view(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
             axes=runs.view_axes(),
             logged=logged,
             runs=max(runs.view_runs(), len(outcome.rows)),
+            group=runs.group,
+            values=values,
+            parallel=runs.view_parallel(logged),
         )
     except Exception as err:  # the sweep's results are in the store; what is missing is said
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""

@@ -14,13 +14,14 @@ import shutil
 import socket
 from pathlib import Path
 
+from orchestrator import metrics as registry
 from orchestrator.launch.outcome import TrialRow
 from orchestrator.launch.state import save_state
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, search_all, views
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, quoted, redact_uri, search_all, views
 
 
 def finished_runs(uri: str, experiment: str) -> dict[str, object]:
@@ -66,7 +67,7 @@ def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri
     shape as params, and the sweep file `source` as an artifact; returns its run id."""
     tags = {
         names.SWEEP_TAG: spec.name,
-        names.KIND_TAG: "sweep",
+        names.KIND_TAG: names.SWEEP_KIND,
         names.NOTE_TAG: spec.description,
         names.TRACKING_URI_TAG: redact_uri(uri),
         names.DRIVER_TAG: driver,
@@ -90,16 +91,23 @@ def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri
     return parent
 
 
-def create_child(cl, exp_id: str, sweep: str, t: ExpandedTrial, parent: str) -> str:
+def group_tags(key: str, label: str) -> dict[str, str]:
+    """A trial's group in the sweep's saved view and its colour there (`views.group_key`)."""
+    return {key: label, names.RUN_COLOR_TAG: views.group_colour(key, label)}
+
+
+def create_child(cl, exp_id: str, sweep: str, t: ExpandedTrial, parent: str, group: dict[str, str]) -> str:
     """A grid trial's run, SCHEDULED until its trainable starts, tagged with its sweep, hash, name,
-    parent, membership and axes."""
+    parent, membership, axes and `group` (`group_tags`)."""
     tags = {
+        names.KIND_TAG: names.TRIAL_KIND,
         names.SWEEP_TAG: sweep,
         names.CONFIG_HASH_TAG: t.config_hash,
         names.TRIAL_NAME_TAG: t.name,
         names.PARENT_TAG: parent,
         names.member_tag(sweep): parent,
         **{names.axis_tag(k): str(v) for k, v in t.axes.items()},
+        **group,
     }
     run_id = cl.create_run(exp_id, run_name=t.name, tags=tags).info.run_id
     cl.update_run(run_id, status="SCHEDULED")
@@ -107,9 +115,17 @@ def create_child(cl, exp_id: str, sweep: str, t: ExpandedTrial, parent: str) -> 
 
 
 def make_payload(
-    spec: SweepSpec, t: ExpandedTrial, *, run_id: str | None, run_dir: Path, parent: str, uri: str, judged_by: list[str]
+    spec: SweepSpec,
+    t: ExpandedTrial,
+    *,
+    run_id: str | None,
+    run_dir: Path,
+    parent: str,
+    uri: str,
+    judged_by: list[str],
+    group: dict[str, str] | None = None,
 ) -> TrialPayload:
-    """What crosses into the trainable for one trial."""
+    """What crosses into the trainable for one trial (`group`: its `group_tags`)."""
     res = spec.resources
     return TrialPayload(
         config=t.config.to_dict(),
@@ -124,7 +140,7 @@ def make_payload(
         workers=res.workers_per_trial,
         cpus=res.cpus_per_worker,
         gpus=res.gpus_per_worker,
-        tags={names.member_tag(spec.name): parent, **{names.axis_tag(k): str(v) for k, v in t.axes.items()}},
+        tags={names.member_tag(spec.name): parent, **{names.axis_tag(k): str(v) for k, v in t.axes.items()}, **(group or {})},
         judged_by=judged_by,
     )
 
@@ -139,6 +155,13 @@ class SweepRuns:
         self.state, self.resume, self.rerun = state, resume, rerun
         self.experiment = spec.tracking.experiment
         self.rows: dict[str, TrialRow] = {}
+        self.labels = {t.config_hash: views.group_label(t.axes) for t in expansion.trials}
+        """Each trial's group (config hash -> label): its values on the varied axes but the seeds."""
+        self.group = views.group_key(spec.name, self.labels.values())
+        """The group tag's name, chosen so that every group gets its own colour in the UI."""
+
+    def group_of(self, config_hash: str) -> dict[str, str]:
+        return group_tags(self.group, self.labels.get(config_hash, "all runs"))
 
     def open_parent(self) -> str:
         cl = client(self.uri)
@@ -171,12 +194,59 @@ class SweepRuns:
             search_filter=views.member_filter(self.spec.name, parent),
             axes=self.view_axes(),
             runs=self.view_runs(),
+            group=self.group,
         )
         return parent
+
+    def finished_launch(self):
+        """The sweep's latest parent run (an MLflow Run) when it has exactly the finished runs of every trial of
+        this expansion as its members (a re-run of a finished sweep): the launch to show again
+        instead of a new, empty one. None otherwise (something to run, `--rerun`, a resume, an
+        Optuna sweep, a changed sweep file, or a launch of another sweep holding the runs)."""
+        if self.resume or self.rerun or self.spec.search.type != "grid":
+            return None
+        done = finished_runs(self.uri, self.experiment)
+        if not self.expansion.trials or any(t.config_hash not in done for t in self.expansion.trials):
+            return None
+        cl = client(self.uri)
+        exp = cl.get_experiment_by_name(self.experiment)
+        name = quoted(self.spec.name)
+        latest = cl.search_runs(
+            [exp.experiment_id],
+            filter_string=f"tags.`{names.KIND_TAG}` = '{names.SWEEP_KIND}' and tags.`{names.SWEEP_TAG}` = {name}",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not latest or latest[0].info.status == "RUNNING":
+            return None
+        parent = latest[0].info.run_id
+        members = {
+            r.info.run_id for r in search_all(cl, [exp.experiment_id], f"tags.`{names.member_tag(self.spec.name)}` = {quoted(parent)}")
+        }
+        if members != {done[t.config_hash].info.run_id for t in self.expansion.trials}:
+            return None
+        for t in self.expansion.trials:
+            run = done[t.config_hash]
+            row = TrialRow(t.name, t.config_hash, run.info.run_id, status="skipped", axes=t.axes, member=True)
+            row.metrics = dict(run.data.metrics)
+            self.rows[t.config_hash] = row
+        return latest[0]
 
     def view_axes(self) -> list[str]:
         """The axes the runs table shows: the varying grid axes, then Optuna's sampled ones."""
         return [*self.expansion.varying, *(p for p in self.spec.search.space if p not in self.expansion.varying)]
+
+    def view_parallel(self, logged: set[str]) -> tuple[list[str], list[str]] | None:
+        """A search sweep's parallel-coordinates chart: its sampled parameters and the varied
+        grid axes that are params (the seeds and the gate's label left out), against the
+        headline metrics the trials logged and the searched metric."""
+        if self.spec.search.type != "optuna":
+            return None
+        params = [p for p in self.view_axes() if p != views.GATE_AXIS and not names.is_seed_axis(p)]
+        metrics = [m for m in views.table_metrics(logged) if m in registry.names("headline")]
+        if self.spec.search.metric in logged and self.spec.search.metric not in metrics:
+            metrics.append(self.spec.search.metric)
+        return params, metrics
 
     def view_runs(self) -> int:
         """Runs each chart compares: every trial of the launch."""
@@ -197,6 +267,8 @@ class SweepRuns:
                 if run.data.tags.get(names.PARENT_TAG) != parent:
                     cl.set_tag(run.info.run_id, names.also_in_tag(self.spec.name), parent)
                 cl.set_tag(run.info.run_id, names.member_tag(self.spec.name), parent)
+                for key, value in self.group_of(t.config_hash).items():
+                    cl.set_tag(run.info.run_id, key, value)
                 continue
             payloads.append(self._payload(t, parent, cl, exp_id, row))
         save_state(self.dir, self.state)
@@ -221,10 +293,19 @@ class SweepRuns:
         if run_id is None and self.spec.search.type == "grid":
             if run_dir.exists():  # a previous launch's checkpoints belong to another run
                 shutil.rmtree(run_dir, ignore_errors=True)
-            run_id = create_child(cl, exp_id, self.spec.name, t, parent)
+            run_id = create_child(cl, exp_id, self.spec.name, t, parent, self.group_of(t.config_hash))
         row.run_id = run_id
         self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}
-        return make_payload(self.spec, t, run_id=run_id, run_dir=run_dir, parent=parent, uri=self.uri, judged_by=self.judged_by())
+        return make_payload(
+            self.spec,
+            t,
+            run_id=run_id,
+            run_dir=run_dir,
+            parent=parent,
+            uri=self.uri,
+            judged_by=self.judged_by(),
+            group=self.group_of(t.config_hash),
+        )
 
     def judged_by(self) -> list[str]:
         """The metrics the scheduler and searcher read from every result."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from gatedmodels.typedconfig import set_dotted
 from orchestrator.ray.cluster import TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
-from orchestrator.tracking import names
+from orchestrator.tracking import names, views
 
 
 def _payload_of(config: dict) -> TrialPayload:
@@ -33,7 +33,10 @@ def _payload_of(config: dict) -> TrialPayload:
     trial = copy.deepcopy(payload.config)
     for path, value in sampled.items():
         set_dotted(trial, path, value)
-    return payload.replace(config=trial, sampled=sampled)
+    tags = dict(payload.tags)
+    for key in [k for k in tags if names.is_group_tag(k)]:  # each sample is a configuration of its own
+        tags.update(views.sampled_group(key, tags[key], sampled))
+    return payload.replace(config=trial, sampled=sampled, tags=tags)
 
 
 def _uri(payload: TrialPayload) -> str:
@@ -137,6 +140,7 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
         run_id = found[0].info.run_id
     else:
         tags = {
+            names.KIND_TAG: names.TRIAL_KIND,
             names.SWEEP_TAG: payload.sweep,
             names.CONFIG_HASH_TAG: cfg.config_hash() if cfg else "",
             names.TUNE_TRIAL_ID_TAG: trial_id,

@@ -5,7 +5,6 @@ and the console progress callback. Imported only when a sweep launches (it impor
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ray import tune
@@ -22,13 +21,14 @@ def build_tuner(
     storage: Path,
     concurrency: int,
     retries: int,
-    log: Callable[[str], None],
+    board,
     stopped: dict,
     errors: dict,
     arm: dict | None = None,
 ) -> tune.Tuner:
-    """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `stopped` and
-    `errors` are filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines."""
+    """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `board` is the
+    sweep's progress (`orchestrator.ray.progress.SweepProgress`); `stopped` and `errors` are
+    filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines."""
     from orchestrator.ray import trainable as trainable_mod
 
     res = spec.resources
@@ -68,7 +68,7 @@ def build_tuner(
         storage_path=str(storage),
         failure_config=tune.FailureConfig(max_failures=retries),
         verbose=0,
-        callbacks=[Progress(log, errors)],
+        callbacks=[Progress(board, errors, stopped)],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
 
@@ -124,45 +124,50 @@ def failure_aware(searcher_cls):
 
 
 class Progress(Callback):
-    """One console line per event: start, evaluation (the registry's progress metrics), completion, error."""
+    """Feeds Tune's events to the sweep's progress board (`orchestrator.ray.progress`): start,
+    every result (its step; the registry's progress metrics at evaluations), completion, error,
+    retry, and a tick on every loop of Tune's controller. `stopped` is the scheduler's record
+    (`recording_asha`), `errors` collects each crashed trial's last error line."""
 
-    def __init__(self, log: Callable[[str], None], errors: dict):
-        self.log, self.errors = log, errors
+    def __init__(self, board, errors: dict, stopped: dict | None = None):
+        self.board, self.errors = board, errors
+        self.stopped = stopped if stopped is not None else {}
 
     @staticmethod
     def _name(trial) -> str:
         return getattr(trial, "custom_trial_name", None) or str(trial)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.log(f"  start   {self._name(trial)}  ({self._counts(trials)})")
+        from orchestrator.ray.progress import work_of
+
+        cfg = getattr(trial, "config", None) or {}
+        payload = cfg.get("trial") or {}
+        key = None if "space" in cfg else payload.get("config_hash")
+        work = work_of(payload, cfg.get("space"), key=key)
+        work.name = self._name(trial)
+        self.board.start(trial.trial_id, work)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("warnings"):
-            self.log(f"  warning {self._name(trial)}: {result['warnings']}")
+            self.board.say(f"warning {self._name(trial)}: {result['warnings']}")
         if result.get("failed"):
             return
-        parts = [f"step {int(result.get('step', 0))}"]
-        parts += metrics.progress_parts(result)
-        self.log(f"  eval    {self._name(trial)}  " + "  ".join(parts))
+        self.board.report(trial.trial_id, int(result.get("step", 0)), "  ".join(metrics.progress_parts(result)))
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         failed = (trial.last_result or {}).get("failed")
-        self.log(f"  {'failed' if failed else 'done':<7} {self._name(trial)}  ({self._counts(trials)})")
+        outcome = "failed" if failed else "stopped" if trial_key(trial) in self.stopped else "done"
+        self.board.end(trial.trial_id, outcome)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.errors[trial_key(trial)] = first_line(trial)
-        self.log(f"  error   {self._name(trial)}: {first_line(trial)}  ({self._counts(trials)})")
+        self.board.end(trial.trial_id, "failed", first_line(trial))
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        self.log(f"  retry   {self._name(trial)}: {first_line(trial)}")
+        self.board.retry(trial.trial_id, first_line(trial))
 
-    @staticmethod
-    def _counts(trials) -> str:
-        states = [t.status for t in trials]
-        return (
-            f"running {states.count('RUNNING')}, done {states.count('TERMINATED')}, "
-            f"errored {states.count('ERROR')}, pending {states.count('PENDING')}"
-        )
+    def on_step_end(self, iteration, trials, **info):
+        self.board.tick()
 
 
 def first_line(trial) -> str:

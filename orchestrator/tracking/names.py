@@ -5,14 +5,16 @@ Writers (the trial, the trainable, the launcher) and readers (dashboards, `gates
 
 Tags of a sweep's **parent run**: `KIND_TAG = SWEEP_KIND`, `SWEEP_TAG`, `DRIVER_TAG`,
 `TRACKING_URI_TAG`, `COUNTS_TAG` (at the end) and `REASON_TAG` (when the sweep itself failed);
-its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `PARENT_TAG`, `SWEEP_TAG`,
+its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `KIND_TAG = TRIAL_KIND`, `PARENT_TAG`, `SWEEP_TAG`,
 `CONFIG_HASH_TAG`, `TRIAL_NAME_TAG`, one `axis_tag(path)` per varying axis, the trial's own
 (`RUN_DIR_TAG`, `GATE_TAG`, `TASK_TAG`, `HOST_TAG`, `PID_TAG`, `DEEPSPEED_TAG`, ...), and how it
 ended (`OUTCOME_TAG`, with `REASON_TAG` or `STOPPED_TAG`: see `orchestrator.tracking.outcomes`).
 A finished run that a later sweep reused carries `also_in_tag(sweep) = <that sweep's parent id>`.
 Every trial run of a launch, its own and the ones it reused, carries `member_tag(sweep) = <the
 launch's parent id>`: the one filter that lists a launch's trials in the MLflow UI
-(`orchestrator.tracking.views`). The experiment's kind and the sweep's saved view are
+(`orchestrator.tracking.views`), and `group_tag(sweep) = <its group's label>` (`G1-elementwise`,
+`G1-elementwise, size=small`: its values on the varied axes but the seeds), which the sweep's
+saved view groups by, with `RUN_COLOR_TAG` set to its group's colour. The experiment's kind and the sweep's saved view are
 experiment tags (`views.EXPERIMENT_KIND_TAG`, `views.view_tag`).
 """
 
@@ -24,8 +26,12 @@ NOTE_TAG = "mlflow.note.content"
 
 # ---- tags -------------------------------------------------------------------------------------
 KIND_TAG = "gatesweep.kind"
-"""`sweep` on a sweep's parent run (trial runs have none)."""
+"""What a run is: `sweep` (a sweep's parent run), `trial` (a trial's run, in a sweep or from
+`gatesweep train`), `probe` (`gatesweep probe --log`). `tags.`gatesweep.kind` = 'trial'` in
+`mlflow.search_runs` leaves the parents out."""
 SWEEP_KIND = "sweep"
+TRIAL_KIND = "trial"
+PROBE_KIND = "probe"
 SWEEP_TAG = "gatesweep.sweep"
 """The sweep's name, on its parent and on every trial it launched."""
 DRIVER_TAG = "gatesweep.driver"
@@ -64,6 +70,9 @@ WEIGHTS_SKIPPED_TAG = "gatesweep.weights_not_logged"
 AXIS_PREFIX = "gatesweep.axis."
 ALSO_IN_PREFIX = "gatesweep.also_in."
 MEMBER_PREFIX = "gatesweep.in."
+GROUP_PREFIX = "gatesweep.group."
+RUN_COLOR_TAG = "mlflow.runColor"
+"""MLflow's own tag for a run's colour in its UI (set to the colour of the run's group)."""
 
 
 def axis_tag(path: str) -> str:
@@ -84,6 +93,22 @@ def also_in_tag(sweep: str) -> str:
 def member_tag(sweep: str) -> str:
     """The tag every trial run of a launch of `sweep` carries (value: the launch's parent id)."""
     return MEMBER_PREFIX + sweep
+
+
+def group_tag(sweep: str, salt: int = 0) -> str:
+    """The tag holding a trial's group in sweep `sweep` (value: the group's label, its values on
+    the varied axes but the seeds): `gatesweep.group.NAME`, or `gatesweep.group.NAME:SALT` where
+    the plain one would give two groups one colour in the MLflow UI (`views.group_key`)."""
+    return GROUP_PREFIX + sweep + (f":{salt}" if salt else "")
+
+
+def is_group_tag(tag: str) -> bool:
+    return tag.startswith(GROUP_PREFIX)
+
+
+def is_seed_axis(path: str) -> bool:
+    """`train.seed`, `data.bigram.seed`, ...: axes that replicate a configuration."""
+    return path.rsplit(".", 1)[-1] == "seed"
 
 
 # ---- params of a sweep's parent run -----------------------------------------------------------

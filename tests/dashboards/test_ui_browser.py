@@ -4,9 +4,13 @@ through the real CLI, then `gatesweep ui --sweep quickstart-smoke`, and each URL
 in Debian's headless Chromium through the DevTools protocol (tests/dashboards/cdp.py).
 
 - the runs-table URL renders MLflow's model-training runs page (not the GenAI overview), lists
-  every child run of the sweep by name, flat (no collapsed parent), and shows each run's
-  first-token attention, the value the store holds, in the `first_token_attn` column beside the
-  gate and seed columns; its chart view opens on the headline section;
+  every child run of the sweep by name (no collapsed parent), and shows each run's first-token
+  attention, the value the store holds, in the `first_token_attn` column beside the gate and
+  seed columns; the runs come grouped by arm (the varied axes but the seed): one group row per
+  gate arm holding its five seeds, with their mean, each group in a colour of its own, the one
+  gatesweep computed; its chart view opens on the headline section, whose bars are the groups'
+  means in the groups' colours and whose curves have min/max bands, with no chart of a metric
+  that is the same in every trial;
 - the parent-run URL renders the parent's page with the comparison report (written at the
   sweep's end) displayed: its Δ table and seeds-needed lines; the parent's overview shows its
   description's link to the report and its per-configuration metrics.
@@ -130,6 +134,14 @@ def store_runs(uri: str):
     return cl, exp, parent, children
 
 
+TRACES_JS = """(() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p => ({
+  title: (p.closest('[data-testid]') || p.parentElement.parentElement.parentElement).innerText.split('\\n')[0],
+  traces: (p.data || []).map(t => ({
+    type: t.type, fill: t.fill || null, y: Array.from(t.y || []).map(String), x: Array.from(t.x || []).map(Number),
+    color: (t.marker && t.marker.color) || (t.line && t.line.color) || null,
+  })),
+})))()"""
+
 ROWS_JS = """(() => {
   const rows = {};
   for (const cell of document.querySelectorAll('.ag-row .ag-cell[col-id]')) {
@@ -148,7 +160,7 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
     cl, exp, parent, children = store_runs(uri)
     assert exp.tags[views.EXPERIMENT_KIND_TAG] == views.TRAINING_KIND
     expected = {r.info.run_name: r.data.metrics["first_token_attn"] for r in children}
-    assert len(expected) == 12  # 4 gate arms x 3 seeds
+    assert len(expected) == 20  # 4 gate arms x 5 seeds
     shots = artifact_dir()
     base_tmp = root / "chromium"
 
@@ -171,7 +183,18 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
             await page.wait_for("document.querySelectorAll('.js-plotly-plot').length >= 3", timeout=90)
             await asyncio.sleep(1.5)
             charts_text = await page.evaluate("document.body.innerText")
+            traces = await page.evaluate(TRACES_JS)
             await page.screenshot(shots / "runs_charts.png")
+            await page.evaluate(
+                "(() => { const e = Array.from(document.querySelectorAll('*')).find(e => e.children.length === 0 && "
+                "(e.innerText || '').trim() === 'Model metrics'); if (e) e.scrollIntoView(); })()"
+            )
+            await page.wait_for(
+                "Array.from(document.querySelectorAll('.js-plotly-plot')).some(p => (p.data || []).some(t => t.fill))", timeout=60
+            )
+            await asyncio.sleep(1.5)
+            traces += await page.evaluate(TRACES_JS)
+            await page.screenshot(shots / "runs_curves.png")
 
             await page.goto(report_url)
             await page.wait_for("document.querySelector('iframe.mlflow-html-iframe') !== null", timeout=90)
@@ -189,17 +212,28 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
             overview = await page.evaluate("document.body.innerText")
             links = await page.evaluate("Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href') || '')")
             await page.screenshot(shots / "parent_overview.png")
-            return title, body, rows, hash_, charts_text, frames, report_page, overview, links
+            return title, body, rows, hash_, charts_text, traces, frames, report_page, overview, links
 
-    title, body, rows, hash_, charts_text, frames, report_page, overview, links = asyncio.run(scenario())
+    title, body, rows, hash_, charts_text, traces, frames, report_page, overview, links = asyncio.run(scenario())
 
     # the training runs view, not the GenAI overview
     assert title.startswith("Runs - Experiment"), title
     assert hash_.startswith(f"#/experiments/{exp.experiment_id}/runs"), hash_
     assert "No data available" not in body and f"{len(expected)} matching runs" in body
-    # every child run by name, flat, with the value of its first-token attention
-    by_name = {re.sub(r"^#[0-9a-f]{6}\s*", "", r.get("attributes.`Run Name`", "")): r for r in rows.values()}
+    # every child run by name, in one group per arm (its five seeds), with the value of its first-token attention
+    named = [(re.match(r"^(#[0-9a-f]{6})?\s*(.*)$", r.get("attributes.`Run Name`", ""), re.S).groups(), r) for r in rows.values()]
+    by_name = {name: r for (_, name), r in named if not name.startswith("Group: ")}
+    groups = {re.match(r"Group: (.+)\n(\d+)$", name).groups(): (colour, r) for (colour, name), r in named if name.startswith("Group: ")}
     assert set(by_name) == set(expected), sorted(by_name)
+    key = views.group_key(SWEEP, {re.match(r"(.+)-s\d+$", n).group(1) for n in expected})
+    assert {g: int(n) for g, n in groups} == {re.match(r"(.+)-s\d+$", n).group(1): 5 for n in expected}
+    colours = {g: colour for (g, _), (colour, _) in groups.items()}
+    assert colours == {g: views.group_colour(key, g) for g in colours} and len(set(colours.values())) == 4, colours
+    for (g, _), (_, row) in groups.items():  # the group row is its seeds' mean
+        mean = np.mean([v for n, v in expected.items() if n.startswith(f"{g}-s")])
+        shown = row["metrics.`first_token_attn`"]
+        assert shown.endswith("(average)") and float(shown.split()[0]) == pytest.approx(mean, rel=1e-6), (g, shown, mean)
+    assert all(cl.get_run(r.info.run_id).data.tags[names.RUN_COLOR_TAG] == colours[r.data.tags[key]] for r in children)
     for name, value in expected.items():
         shown = by_name[name]["metrics.`first_token_attn`"]
         assert float(shown) == pytest.approx(value, rel=1e-6), (name, shown, value)
@@ -209,6 +243,24 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
     # the chart view opens on the headline section, with the sink's metric first among its charts
     assert views.HEADLINE_SECTION in charts_text and "first_token_attn" in charts_text
     assert charts_text.index(views.HEADLINE_SECTION) < charts_text.index("Model metrics")
+    # the charts show the groups: a bar of each group's mean in its colour, curves with min/max bands
+    uuids = {views.group_uuid(key, g): g for g in colours}
+    bars = [t for c in traces for t in c["traces"] if t["type"] == "bar" and set(t["y"]) == set(uuids)]
+    assert bars, [c["title"] for c in traces]
+    bar = next(t for c in traces for t in c["traces"] if c["title"] == "first_token_attn" and t["type"] == "bar")
+    for uuid, x, colour in zip(bar["y"], bar["x"], bar["color"]):
+        g = uuids[uuid]
+        assert colour == colours[g] and x == pytest.approx(np.mean([v for n, v in expected.items() if n.startswith(f"{g}-s")]), rel=1e-6)
+    bands = [t for c in traces for t in c["traces"] if t["type"] == "scatter" and t["fill"]]
+    lines = {t["color"] for c in traces for t in c["traces"] if t["type"] == "scatter" and not t["fill"]}
+    assert bands and set(colours.values()) <= lines, (len(bands), lines)
+    # no chart of a metric that is the same in every trial (no spikes in a few steps): the headline
+    # section holds the bars of the others
+    finals = {k: [r.data.metrics.get(k) for r in children] for k in views.table_metrics({k for r in children for k in r.data.metrics})}
+    constant = views.constant_metrics({k: [v for v in vs if v is not None] for k, vs in finals.items()})
+    assert "loss_spikes" in constant
+    shown = re.search(re.escape(views.HEADLINE_SECTION) + r"\s*\((\d+)\)", charts_text)
+    assert shown and int(shown.group(1)) == len(finals) - len(constant), (shown, sorted(constant))
 
     # the parent run's page shows the comparison report
     assert any(f"Sweep {SWEEP}" in t and "Δ against the baseline" in t and "Seeds needed" in t for t in frames), [t[:300] for t in frames]
@@ -222,7 +274,7 @@ def test_runs_table_and_parent_report_in_a_real_browser(quickstart, ui):
     # the screenshots are pictures of something: many colours, not a blank page
     import matplotlib.image
 
-    for name in ("runs_table.png", "runs_charts.png", "parent_report.png", "parent_overview.png"):
+    for name in ("runs_table.png", "runs_charts.png", "runs_curves.png", "parent_report.png", "parent_overview.png"):
         px = (matplotlib.image.imread(shots / name)[..., :3] * 255).astype(np.uint8)
         assert px.shape[:2] == (1080, 1920), name
         assert len(np.unique(px.reshape(-1, 3)[::5], axis=0)) > 50, name

@@ -29,7 +29,8 @@ def parent_of(c, sweep):
 
 
 def retries_in(out) -> int:
-    return sum(line.lstrip().startswith("retry ") for line in out.stdout.splitlines())
+    """Retry lines of the progress output (`[3/8 done · ...] retry   NAME: ...`)."""
+    return sum(re.match(r"\[[^\]]*\] retry ", line) is not None for line in out.stdout.splitlines())
 
 
 # ---- 1. divergence does not end ASHA or Optuna sweeps -------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -86,6 +87,22 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
     assert "Traceback" not in out.stdout
     assert "2 finished, 1 failed" in out.stdout
+    # live progress: the true total from the first line, counts that include the event they print
+    lines = out.stdout.splitlines()
+    progress = [ln for ln in lines if re.match(r"\[\d+/3 done · \d+ running · \d+ failed · \S+( · ETA \S+)?\] ", ln)]
+    starts = [ln for ln in progress if "] start " in ln]
+    ends = [ln for ln in progress if re.search(r"\] (done|failed) ", ln)]
+    assert len(starts) == 3 and len(ends) == 3, out.stdout
+    assert starts[0].startswith("[0/3 done · 1 running · 0 failed")
+    finished = [int(m.group(1)) + int(m.group(2)) for ln in ends if (m := re.match(r"\[(\d+)/3 done · \d+ running · (\d+) failed", ln))]
+    assert finished == [1, 2, 3], ends  # the first end line counts itself
+    assert any(re.search(r"\] eval +\S+ +step 15/30 ", ln) for ln in progress), out.stdout  # each trial's step of its total
+    assert re.search(r"^\[2/3 done · 0 running · 1 failed · \S+\]$", out.stdout, re.M), out.stdout  # the last status, no ETA
+    # Ray's and MLflow's own lines are in the sweep's log file, not on the console
+    console = out.stdout + out.stderr
+    assert "Creating initial MLflow database tables" not in console and " INFO " not in console, console
+    log = (tmp_path / "runs" / "sweeps" / "grid" / "sweep.log").read_text()
+    assert "Creating initial MLflow database tables" in log
     c = store(tmp_path)
     parent = [r for r in runs_of(c, "grid") if r.data.tags.get("gatesweep.kind") == "sweep"]
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
@@ -118,6 +135,15 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert len(children(c, "again")) == 0  # no new runs; the finished ones are tagged as reused
     for name in ("none", "G1-elementwise"):
         assert "gatesweep.also_in.again" in c.get_run(by_name[name].info.run_id).data.tags
+    assert all(r.data.tags["gatesweep.kind"] == "trial" for r in kids)  # `kind = 'trial'` leaves the parents out
+    # running it once more leaves no empty parent behind: its latest launch has every trial already
+    first_parent = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
+    once_more = cli("run", str(g), cwd=tmp_path)
+    assert once_more.returncode == 0, once_more.stdout + once_more.stderr
+    assert "nothing to run, no new parent run" in once_more.stdout and first_parent[0].info.run_id in once_more.stdout
+    parents = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
+    assert [p.info.run_id for p in parents] == [first_parent[0].info.run_id]
+    assert "compare: gatesweep report again" in once_more.stdout and "Traceback" not in once_more.stderr
 
 
 def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, no_ray_left_behind):
@@ -241,6 +267,19 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
         assert "val_loss" in r.data.metrics
         if r.info.status == "KILLED":
             assert "stopped by the scheduler" in r.data.tags["gatesweep.stopped_early"]
+    # progress counts every sample against the sweep's total; each sample is a group of its own in
+    # the saved view (its sampled lr in the label), which draws their parallel coordinates
+    assert re.search(r"^\[4/4 done · 0 running · 0 failed( · \d stopped early)? · \S+\]$", out.stdout, re.M), out.stdout
+    from orchestrator.tracking import views
+
+    exp = c.get_experiment_by_name("e")
+    _, state = views.decode_view(exp.tags[views.view_tag("opt")])
+    key = state["groupBy"]["groupByKeys"][0]["groupByData"]
+    labels = {r.data.tags[key] for r in kids}
+    assert len(labels) == 4 and all(re.fullmatch(r"lr=[0-9.e+-]+", g) for g in labels), labels
+    assert all(r.data.tags["mlflow.runColor"] == views.group_colour(key, r.data.tags[key]) for r in kids)
+    [par] = [ch for ch in state["compareRunCharts"] if ch["type"] == "PARALLEL"]
+    assert par["selectedParams"] == ["train.lr"] and "val_loss" in par["selectedMetrics"]
 
 
 def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no_ray_left_behind):

@@ -175,7 +175,7 @@ def test_plan_of_a_10000_trial_grid_is_fast():
 def test_plan_command_prints_the_table_and_counts(tmp_path):
     out = gatesweep("plan", str(ROOT / "sweeps" / "quickstart.yaml"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "G1-elementwise-s0" in out.stdout and "18 cells, 3 excluded, 3 duplicates dropped -> 12 trials" in out.stdout
+    assert "G1-elementwise-s0" in out.stdout and "30 cells, 5 excluded, 5 duplicates dropped -> 20 trials" in out.stdout
     assert "0 already finished" in out.stdout and "FLOPs" in out.stdout
     assert not (tmp_path / "mlflow.db").exists(), "plan must not create a store"
 

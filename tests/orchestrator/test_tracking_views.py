@@ -8,6 +8,7 @@ the write)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -199,7 +200,14 @@ def _launch(tmp_path, uri: str, parent: str, kids: list[str], status: str = "fin
     from orchestrator.launch.outcome import SweepOutcome, TrialRow
 
     runs = SimpleNamespace(
-        spec=SimpleNamespace(name="qs"), uri=uri, dir=tmp_path / "sweep", view_axes=lambda: ["model.gate"], view_runs=lambda: 10
+        spec=SimpleNamespace(name="qs"),
+        uri=uri,
+        dir=tmp_path / "sweep",
+        view_axes=lambda: ["model.gate"],
+        view_runs=lambda: 10,
+        group="gatesweep.group.qs",
+        group_of=lambda h: {"gatesweep.group.qs": h, names.RUN_COLOR_TAG: "#a6630c"},
+        view_parallel=lambda logged: None,
     )
     rows = [TrialRow(f"t{i}", f"h{i}", rid, status=status, metrics={"first_token_attn": 0.5}) for i, rid in enumerate(kids)]
     return runs, SweepOutcome("qs", parent, rows, 1.0)
@@ -224,3 +232,57 @@ def test_the_end_of_a_sweep_never_fails_on_what_the_ui_is_given(tmp_path, tracki
     refresh_view(runs, outcome, cl)
     assert outcome.report_error.startswith("PermissionError: read-only store")
     assert "warning: sweep qs: PermissionError" in capsys.readouterr().err
+
+
+def test_ui_colours_are_the_uis_own_and_every_group_of_a_sweep_gets_its_own():
+    # what the issue saw after grouping by gatesweep.gate: G1-headwise and G2-elementwise both purple
+    assert views.group_colour("gatesweep.gate", "G1-headwise") == views.group_colour("gatesweep.gate", "G2-elementwise") == "#8a63bf"
+    assert len(views.PALETTE) == 29 and views.ui_colour("") == views.PALETTE[0]
+    quickstart = ["none", "G1-elementwise", "G1-headwise", "G2-elementwise"]
+    key = views.group_key("quickstart", quickstart)
+    assert key.startswith("gatesweep.group.quickstart") and len({views.group_colour(key, g) for g in quickstart}) == 4
+    for n in (7, 12, 16):
+        labels = [f"G{i % 5 + 1}-elementwise, lr={1e-3 * (i + 1):g}" for i in range(n)]
+        key = views.group_key("s", labels)
+        assert len({views.group_colour(key, g) for g in labels}) == n, (n, key)
+    # more groups than a search finds distinct colours for: the most it found, never fewer than any salt it tried
+    many = [f"arm-{i}" for i in range(40)]
+    best = len({views.group_colour(views.group_key("s", many), g) for g in many})
+    assert best >= max(len({views.group_colour(names.group_tag("s", salt), g) for g in many}) for salt in range(200))
+    assert views.group_key("s", ["a"]) == names.group_tag("s") == "gatesweep.group.s"  # no salt when none is needed
+
+
+def test_group_labels_leave_the_seeds_out_and_name_the_other_axes():
+    assert views.group_label({"model.gate": "G1-elementwise", "train.seed": 0}) == "G1-elementwise"
+    assert views.group_label({"model.gate": "none", "train.lr": 0.003, "data.bigram.seed": 2}) == "none, lr=0.003"
+    assert views.group_label({"train.lr": 1e-05}) == "1e-05" and views.group_label({"train.seed": 1}) == "all runs"
+    tags = views.sampled_group("gatesweep.group.s", "G1-elementwise", {"train.lr": 0.0031234, "model.n_layers": 2})
+    assert tags["gatesweep.group.s"] == "G1-elementwise, lr=0.00312, n_layers=2"
+    assert tags[names.RUN_COLOR_TAG] == views.group_colour("gatesweep.group.s", "G1-elementwise, lr=0.00312, n_layers=2")
+
+
+def test_view_groups_by_the_group_tag_drops_constant_metrics_and_draws_parallel_coordinates():
+    values = {k: [0.5, 0.7] for k in LOGGED}
+    values.update({"loss_spikes": [0.0, 0.0], "train/lr": [0.01, 0.01], "val_bpb": [2.5, math.nan]})
+    state = views.sweep_view_state(
+        search_filter="x",
+        axes=["model.gate", "train.lr", "train.seed"],
+        logged=LOGGED,
+        group="gatesweep.group.qs",
+        values=values,
+        parallel=(["train.lr"], ["val_ppl", "first_token_attn"]),
+    )
+    assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "gatesweep.group.qs"}]}
+    assert state["useGroupedValuesInCharts"] is True and state["groupsExpanded"] == {}
+    charted = [c.get("metricKey") for c in state["compareRunCharts"]]
+    assert "loss_spikes" not in charted and "train/lr" not in charted  # the same final value in every trial
+    assert "val_bpb" in charted and "train/loss" in charted  # a NaN is no proof of constancy
+    assert "metrics.`loss_spikes`" in state["selectedColumns"]  # the table keeps its columns
+    [par] = [c for c in state["compareRunCharts"] if c["type"] == "PARALLEL"]
+    assert par["selectedParams"] == ["train.lr"] and par["selectedMetrics"] == ["val_ppl", "first_token_attn"]
+    by_section = {s["uuid"]: s["name"] for s in state["compareRunSections"]}
+    assert by_section[par["metricSectionId"]] == views.HEADLINE_SECTION
+    value = views.encode_view("sweep qs", state)
+    assert views.decode_view(value)[1] == state
+    assert "groupBy" not in views.sweep_view_state(search_filter="x", axes=[])
+    assert views.constant_metrics({"a": [1.0], "b": [0.0, 0.0], "c": [1.0, math.inf], "d": [0.0, 0.0, 1e-9]}) == {"b"}

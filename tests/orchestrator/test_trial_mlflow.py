@@ -92,3 +92,26 @@ def test_the_logged_weights_load_through_the_export_path(tmp_path, tracking_uri)
     assert loaded.kind == "trial" and loaded.model_cfg.gate.position == "G1"
     ours = torch.load(tmp_path / "run" / "model.pt", weights_only=True)["model"]
     assert set(loaded.state) == set(ours) and all(torch.equal(loaded.state[k], ours[k]) for k in ours)
+
+
+def test_run_params_leave_out_the_gate_fields_that_do_not_apply_and_runs_say_they_are_trials(tmp_path):
+    from types import SimpleNamespace
+
+    from gatedmodels import build_meta
+    from orchestrator.trial.callbacks.mlflow_logging import run_params, run_tags
+
+    def params(gate: dict) -> dict:
+        c = cfg(model={"size": "bigram-1l", "gate": gate})
+        model_cfg = c.model.replace(vocab_size=65)
+        built = SimpleNamespace(model_cfg=model_cfg, model=build_meta(model_cfg), data=SimpleNamespace(vocab_size=65))
+        return run_params(c, built, 1)
+
+    none = params({"position": "none"})
+    assert none["model.gate.position"] == "none"
+    assert not [k for k in none if k.startswith("model.gate.") and k != "model.gate.position"], sorted(none)
+    g1 = params({"position": "G1", "granularity": "headwise"})
+    assert g1["model.gate.granularity"] == "headwise" and g1["model.gate.activation"] == "sigmoid"
+    g5 = params({"position": "G5", "input_dependent": False})
+    assert "model.gate.granularity" not in g5 and "model.gate.init_std" not in g5 and g5["model.gate.input_dependent"] is False
+    ctx = SimpleNamespace(run_dir=tmp_path, tags={})
+    assert run_tags(cfg(), ctx)[names.KIND_TAG] == names.TRIAL_KIND

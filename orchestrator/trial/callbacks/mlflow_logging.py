@@ -26,6 +26,7 @@ def run_tags(cfg, ctx) -> dict:
     """What a trial's run is tagged with when it opens: config hash, folder, gate, task, host and
     process, package versions, the git state, and the launcher's tags."""
     return {
+        names.KIND_TAG: names.TRIAL_KIND,
         names.CONFIG_HASH_TAG: cfg.config_hash(),
         names.RUN_DIR_TAG: str(ctx.run_dir),
         names.GATE_TAG: cfg.model.gate.label,
@@ -40,9 +41,12 @@ def run_tags(cfg, ctx) -> dict:
 
 def run_params(cfg, built, world: int) -> dict:
     """The full resolved config (known once the data fixed the vocabulary), without the tracking
-    URI (it may hold credentials; its tag is redacted), and the model's size."""
+    URI (it may hold credentials; its tag is redacted) and the gate's fields that do not apply
+    (an ungated run has no granularity), and the model's size."""
     params = {**cfg.flatten(), **{f"model.{k}": v for k, v in built.model_cfg.flatten().items()}}
     params.pop("tracking.uri", None)
+    for name in built.model_cfg.gate.unused_fields():
+        params.pop(f"model.gate.{name}", None)
     params.update(
         {
             "data.vocab_size": built.data.vocab_size,
