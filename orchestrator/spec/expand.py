@@ -7,12 +7,13 @@ import copy
 import itertools
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
+from orchestrator.spec.ladder import RUNG_AXIS, RungPlan, scale_model, scale_train
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig
@@ -26,6 +27,15 @@ class ExpandedTrial:
     axes: dict[str, Any]
     """The values of the varying axes for this trial (normalised)."""
     name: str = ""
+    rung: RungPlan | None = None
+    """The ladder rung this trial trains at (sweeps with a `ladder`)."""
+    arm: TrialConfig | None = None
+    """A ladder trial's config at the base width, before its rung scaled it: what its arm's
+    axes read (an arm's `model.ffn_dim` is its width at the base model's d_model)."""
+
+    @property
+    def axis_config(self) -> TrialConfig:
+        return self.arm or self.config
 
 
 @dataclass
@@ -36,10 +46,14 @@ class Expansion:
     duplicates: int
     varying: list[str]
     """Axes whose value differs between trials (the columns of the trial table)."""
+    rungs: list[RungPlan] = field(default_factory=list)
+    """The ladder's rungs, smallest first (empty without a ladder)."""
 
 
-def _cells(spec: SweepSpec) -> list[dict[str, Any]]:
+def _cells(spec: SweepSpec, rungs: list[RungPlan]) -> list[dict[str, Any]]:
     dims: list[list[dict[str, Any]]] = [[{path: v} for v in values] for path, values in spec.grid.items()]
+    if rungs:
+        dims.insert(0, [{RUNG_AXIS: r.name} for r in rungs])
     for group in spec.zip:
         n = len(next(iter(group.values())))
         dims.append([{path: values[i] for path, values in group.items()} for i in range(n)])
@@ -62,10 +76,16 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     Each section (model, data, ...) of a cell depends only on the cell's axes inside that
     section, so sections are built and validated once per distinct combination: a 10,000-cell
     grid validates a handful of sections, not 10,000 trial configs from scratch."""
-    cells = _cells(spec)  # SweepSpec bounds their number (MAX_CELLS)
+    rungs = spec.rung_plans() if spec.ladder is not None else []  # valid: SweepSpec checked them
+    by_rung = {r.name: r for r in rungs}
+    cells = _cells(spec, rungs)  # SweepSpec bounds their number (MAX_CELLS)
     by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
     for path in list(spec.grid) + [p for group in spec.zip for p in group]:
         by_section[path.split(".")[0]].append(path)
+    if rungs:  # a rung sets the model's shape and the training budget
+        by_section["model"].append(RUNG_AXIS)
+        by_section["train"].append(RUNG_AXIS)
+        base_model = TrialConfig.from_dict(spec.base).model
     cache: dict[tuple, Any] = {}
     trials: list[ExpandedTrial] = []
     seen: set[str] = set()
@@ -78,11 +98,18 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
             continue
         sections: dict[str, Any] = {}  # section name -> its config, as TrialConfig's keyword arguments
         errors: list[Issue] = []
+        rung = by_rung.get(cell.get(RUNG_AXIS, ""))
+        arm: dict[str, Any] = {}  # a ladder trial's sections at the base width: its arm's axis values
         for name, paths in by_section.items():
-            key = (name, repr([(p, cell[p]) for p in paths if p in cell]))
-            hit = cache.get(key)
-            if hit is None:
-                hit = cache[key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell})
+            arm_key = (name, repr([(p, cell[p]) for p in paths if p in cell and p != RUNG_AXIS]))
+            if arm_key not in cache:
+                cache[arm_key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell and p != RUNG_AXIS})
+            hit = arm[name] = cache[arm_key]
+            if rung is not None and not isinstance(hit, ConfigError):
+                key = (name, arm_key[1], rung.name)
+                if key not in cache:
+                    cache[key] = _at_rung(name, hit, rung, base_model)
+                hit = cache[key]
             if isinstance(hit, ConfigError):
                 errors += hit.issues
             else:
@@ -104,18 +131,18 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
             duplicates += 1
             continue
         seen.add(h)
-        trials.append(ExpandedTrial(cfg, h, {}))
+        trials.append(ExpandedTrial(cfg, h, {}, rung=rung, arm=TrialConfig(**arm, tracking=spec.tracking) if rung else None))
     if issues:
         raise ConfigError(issues, str(source) if source else None)
     varying = _varying_axes(spec, trials)
     for t in trials:
-        t.axes = {path: _axis_value(t.config, path) for path in varying}
+        t.axes = {path: t.rung.name if path == RUNG_AXIS and t.rung else _axis_value(t.axis_config, path) for path in varying}
     zipped = {p for group in spec.zip for p in group}
     _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
     issues = _launch_problems(spec, trials)
     if issues:
         raise ConfigError(issues, str(source) if source else None)
-    return Expansion(trials, len(cells), excluded, duplicates, varying)
+    return Expansion(trials, len(cells), excluded, duplicates, varying, rungs)
 
 
 def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue]:
@@ -191,6 +218,18 @@ def _build_section(name: str, base: Any, values: dict[str, Any]) -> Config | Con
         return err
 
 
+def _at_rung(section: str, config: Any, rung: RungPlan, base_model: Any) -> Any:
+    """An arm's model or train section at a ladder rung (other sections as they are)."""
+    try:
+        if section == "model":
+            return scale_model(config, rung, base_model)
+        if section == "train":
+            return scale_train(config, rung)
+    except ConfigError as err:
+        return err.with_prefix(section)
+    return config
+
+
 def _axis_value(cfg: TrialConfig, path: str) -> Any:
     if path == "model.gate":
         return cfg.model.gate.label
@@ -203,13 +242,13 @@ def _axis_value(cfg: TrialConfig, path: str) -> Any:
 def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
     """Axis paths whose (normalised) values differ between trials; gate fields fold into one `model.gate` column."""
     paths = list(spec.grid) + [p for group in spec.zip for p in group]
-    out: list[str] = []
+    out: list[str] = [RUNG_AXIS] if len({t.rung.name for t in trials if t.rung}) > 1 else []
     gate_varies = False
     for path in paths:
         if path.startswith("model.gate"):
             gate_varies = gate_varies or len({t.config.model.gate.label for t in trials}) > 1
             continue
-        if len({repr(_axis_value(t.config, path)) for t in trials}) > 1:
+        if len({repr(_axis_value(t.axis_config, path)) for t in trials}) > 1:
             out.append(path)
     return (["model.gate"] if gate_varies else []) + out
 
@@ -217,7 +256,7 @@ def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
 def _short(path: str, value: Any) -> str:
     if path == "model.gate":
         return str(value)
-    if path == "model.size":
+    if path in ("model.size", RUNG_AXIS):
         return str(value)
     if path == "train.seed":
         return f"s{value}"
