@@ -6,6 +6,7 @@ not finish or were superseded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.tracking import STATES
 
@@ -100,6 +101,8 @@ class Comparison:
     """Paired tests in the Δ table: the family Holm's correction adjusts over."""
     baseline_text: str = BASELINE_TEXT
     """What the baseline row is, for the Δ table's headings."""
+    ladder: Any = None
+    """A ladder sweep's fits and multipliers (`dashboards.ladder.Ladder`), set by the report."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

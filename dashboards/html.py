@@ -254,6 +254,10 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
     parts += _deltas(comp, heads)
     parts += _effects(comp)
     parts += _unfinished(comp, heads)
+    if comp.ladder is not None:
+        from .ladder_tables import ladder_html
+
+        parts += ladder_html(comp.ladder, esc)
     parts += _plots(plots)
     parts.append(
         f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "

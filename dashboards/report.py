@@ -22,8 +22,10 @@ from . import html as html_report
 from . import tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
+from .ladder import RUNG_AXIS, analyse
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting
+from .report_json import report_json
 from .stats import compare, sort_value
 from .store import open_client, read_sweep
 
@@ -33,8 +35,8 @@ MAX_SEEDS_PER_CURVE = 3
 MAX_AXIS_PANELS = 6
 """Metrics drawn against each axis: the first columns (all of them are in the tables)."""
 ARTIFACT_DIR = names.REPORT_DIR
-REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex")
-LOGGED = ("report.md", "report.html", "report.csv")
+REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex", "report.json")
+LOGGED = ("report.md", "report.html", "report.csv", "report.json")
 
 
 @dataclass
@@ -66,6 +68,10 @@ def build_report(
     with_plots: bool = True,
     log: bool = True,
     progress: Callable[[str], None] | None = None,
+    target_flops: float | None = None,
+    shared_e: bool = False,
+    ladder_replicates: int | None = None,
+    bootstrap: str = "residuals",
 ) -> Report:
     """Read sweep `name` (its newest launch, or `parent_id`) from the store at `uri` and write
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
@@ -79,6 +85,12 @@ def build_report(
     t = time.perf_counter()
     comp = compare(sweep, metrics, baseline)
     timings["stats"] = time.perf_counter() - t
+    if RUNG_AXIS in comp.axes:
+        t = time.perf_counter()
+        kw = {} if ladder_replicates is None else {"replicates": ladder_replicates}
+        comp.ladder = analyse(comp, target=target_flops, shared_e=shared_e, bootstrap=bootstrap, **kw)
+        timings["ladder"] = time.perf_counter() - t
+        say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
     out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
     out.mkdir(parents=True, exist_ok=True)
@@ -100,11 +112,13 @@ def build_report(
         "report.html": out / "report.html",
         "report.csv": out / "report.csv",
         "report.tex": out / "report.tex",
+        "report.json": out / "report.json",
     }
     files["report.md"].write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
     files["report.html"].write_text(html_report.render(comp, made), encoding="utf-8")
     files["report.csv"].write_text(tables.csv_text(comp), encoding="utf-8")
     files["report.tex"].write_text(tables.latex(comp), encoding="utf-8")
+    files["report.json"].write_text(report_json(comp), encoding="utf-8")
     timings["write"] = time.perf_counter() - t
 
     report = Report(comp, out, files, made, timings=timings)
@@ -131,11 +145,14 @@ def _clear_previous(out: Path) -> None:
 
 
 # ---- plots ----------------------------------------------------------------------------------
-LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS = PLOT_FILES = (
+LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS, LADDER_FITS, LADDER_MULTIPLIERS, LADDER_TRENDS = PLOT_FILES = (
     "loss_curves.png",
     "first_token_attn_per_layer.png",
     "attention_maps.png",
     "gate_histograms.png",
+    "ladder_fits.png",
+    "ladder_multipliers.png",
+    "ladder_trends.png",
 )
 
 
@@ -237,6 +254,9 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
             )
         )
 
+    if comp.ladder is not None:
+        made += ladder_plots(comp.ladder, out)
+
     # metric against each axis
     folded = {q for qs in comp.together.values() for q in qs}
     for axis in (a for a in comp.axes if a not in folded):
@@ -274,6 +294,88 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
             )
         )
     return made
+
+
+def ladder_plots(ladder, out: Path) -> list[tuple[Path, str]]:
+    """Loss against compute with the fits, the multipliers with their bands, the sink trends."""
+    from orchestrator import plots
+
+    from .ladder import TREND_METRICS
+
+    made: list[tuple[Path, str]] = []
+    order = sorted(ladder.arms, key=lambda a: not a.is_baseline)
+    mf = ladder.fits[0] if ladder.fits else None
+    if mf is not None:
+        arms = []
+        for arm in order:
+            points = [
+                (r.metrics["train_flops"], r.metrics[mf.metric])
+                for row in arm.rows
+                for r in row.counted.values()
+                if finite(r.metrics.get("train_flops")) and finite(r.metrics.get(mf.metric))
+            ]
+            law = mf.fit.laws.get(arm.label) if mf.fit is not None else None
+            arms.append(plots.LadderArm(arm.label, points, (law.E, law.A, law.alpha) if law else None))
+        made.append(
+            (
+                plots.ladder_fits(arms, ladder.target, out / LADDER_FITS, mf.metric, f"{mf.metric} against training compute"),
+                f"{mf.metric} of every finished run against its training FLOPs (log-log), one colour per arm; lines: each arm's "
+                f"fitted L(C) = E + A·C^-α"
+                + ("" if mf.fit is not None else f" (no fit: {mf.no_fit})")
+                + f"; {ladder_target_caption(ladder)}",
+            )
+        )
+        if mf.fit is not None and mf.fit.multipliers:
+            series = []
+            for arm in order:
+                per = mf.fit.multipliers.get(arm.label)
+                if per is None:
+                    continue
+                rungs = [r for r in ladder.rungs if r in per and r in ladder.compute[arm.label]]
+                series.append(
+                    (
+                        arm.label,
+                        [ladder.compute[arm.label][r] for r in rungs],
+                        [per[r].value for r in rungs],
+                        [per[r].low for r in rungs],
+                        [per[r].high for r in rungs],
+                    )
+                )
+            made.append(
+                (
+                    plots.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {ladder.baseline}"),
+                    f"Each arm's effective-compute multiplier against {ladder.baseline} at its rungs ({mf.metric}), with its 95% "
+                    "bootstrap band over seeds; above the dashed 1 the arm is worth more compute than it costs.",
+                )
+            )
+    panels = []
+    for metric in TREND_METRICS:
+        per_arm = ladder.trends.get(metric)
+        if not per_arm:
+            continue
+        arms_series = []
+        for arm in order:
+            v = per_arm.get(arm.label, {})
+            rungs = [r for r in ladder.rungs if r in v and r in ladder.compute[arm.label]]
+            arms_series.append(
+                (arm.label, [ladder.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs])
+            )
+        panels.append((metric, arms_series))
+    if panels:
+        made.append(
+            (
+                plots.ladder_trends(panels, out / LADDER_TRENDS),
+                "The sink metrics at each rung (mean ± std over seeds) against compute: does the baseline's sink grow with "
+                "scale, and does the gated arm's stay away?",
+            )
+        )
+    return made
+
+
+def ladder_target_caption(ladder) -> str:
+    from .ladder import target_text
+
+    return target_text(ladder)
 
 
 def _is_number(v: str) -> bool:

@@ -111,6 +111,10 @@ def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
     if comp.superseded:
         lines += ["", "## Superseded runs (another run of the same seed cell counts)", ""]
         lines += _md_table(*problem_cells(comp, comp.superseded))
+    if comp.ladder is not None:
+        from .ladder_tables import ladder_markdown
+
+        lines += ladder_markdown(comp.ladder).splitlines()
     if plots:
         lines += ["", "## Plots", ""]
         for name, caption in plots:
