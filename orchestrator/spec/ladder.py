@@ -42,7 +42,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gatedmodels import ModelConfig
 from gatedmodels.costs import ModelCosts, model_costs
@@ -100,6 +100,27 @@ class RungConfig(Config):
 
 
 @dataclass(kw_only=True, frozen=True)
+class PromotionConfig(Config):
+    """Successive halving across scale: every arm trains on the first `after` rungs; from then
+    on, each next rung is trained only by the arms that earned it at the rung before."""
+
+    after: int = 3
+    """Rungs every arm trains before the first decision (at least 3: a fit needs three)."""
+    rule: Literal["interval", "top_k"] = "interval"
+    """`interval`: an arm goes on unless its effective-compute multiplier's 95% interval at the
+    rung just trained lies entirely below 1; `top_k`: the `k` arms with the largest multiplier go on."""
+    k: int = 1
+    """Arms that go on under `top_k` (the baseline always does)."""
+    metric: Literal["val_loss", "val_bpb"] = "val_loss"
+    """The held-out metric the decisions fit."""
+    baseline: dict[str, Any] = field(default_factory=dict)
+    """The baseline arm's axis values (default: no gate, softmax attention, and the first value of
+    every other arm axis), e.g. {model.ffn_dim: 395} for a parameter-matched baseline."""
+
+    LIMITS = Limits({"after": (MIN_RUNGS, 1000), "k": (1, 10_000)})
+
+
+@dataclass(kw_only=True, frozen=True)
 class LadderConfig(Config):
     """A scaling ladder: rungs (smallest first) and the rules for their budgets and settings."""
 
@@ -117,6 +138,8 @@ class LadderConfig(Config):
     """Exponent of the width rule (1: lr proportional to 1/width)."""
     warmup_fraction: float | None = None
     """Warmup as a share of each rung's steps; None: train.warmup_steps."""
+    promote: PromotionConfig | None = None
+    """Optional: train the later rungs only with the arms that earn them (see PromotionConfig)."""
 
     LIMITS = Limits({"tokens_per_param": (1e-6, 1e9), "lr_exponent": (-4, 4)})
 
@@ -134,6 +157,13 @@ class LadderConfig(Config):
             for i, f in enumerate(self.flops):
                 if not f > 0:
                     out.append(Issue(f"flops[{i}]", f"got {show(f)}; allowed: > 0"))
+        if self.promote is not None and self.promote.after >= len(self.rungs):
+            out.append(
+                Issue(
+                    "promote.after",
+                    f"got {self.promote.after} with {len(self.rungs)} rungs; allowed: fewer than the rungs (a rung left to earn)",
+                )
+            )
         names = [r.name for r in self.rungs if r.name]
         for i, r in enumerate(self.rungs):
             if r.name and names.count(r.name) > 1:
