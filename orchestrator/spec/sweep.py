@@ -110,6 +110,15 @@ class SweepSpec(Config):
             out += axis_problems([(p, w) for p, w in axes.items()] + [(p, f"search.space.{p}") for p in self.search.space])
             axes[RUNG_AXIS] = "ladder.rungs"
             out += self._ladder_problems()
+            promote = self.ladder.promote
+            arm_axes = [a for a in axes if a != RUNG_AXIS and a.rsplit(".", 1)[-1] != "seed"]
+            for key in promote.baseline if promote is not None else {}:
+                if key not in arm_axes:
+                    out.append(
+                        Issue(
+                            f"ladder.promote.baseline.{key}", f"is not an arm axis of this sweep; arm axes: {', '.join(arm_axes) or 'none'}"
+                        )
+                    )
         for e, entry in enumerate(self.exclude):
             if not entry:
                 out.append(Issue(f"exclude[{e}]", "is empty (it would exclude every cell)"))

@@ -155,3 +155,13 @@ def test_plan_prints_a_row_per_rung_with_each_arms_flops(tmp_path):
     assert all("(+" in r.split("(+0.0%)")[1] for r in rows), "the gated arm's FLOPs over the base"
     assert "compute span of the ladder" in out.stdout
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_promotion_settings_are_checked():
+    assert "ladder.promote.after: got 3 with 3 rungs; allowed: fewer than the rungs" in problems(ladder={**LADDER, "promote": {"after": 3}})
+    assert "ladder.promote.after: got 2; allowed: 3.." in problems(ladder={**LADDER, "promote": {"after": 2}})
+    four = {**LADDER, "rungs": [*LADDER["rungs"], {"d_model": 128, "n_layers": 4}], "promote": {"baseline": {"model.ffn_dim": 197}}}
+    assert "ladder.promote.baseline.model.ffn_dim: is not an arm axis of this sweep" in problems(
+        ladder=four, grid={"model.gate.position": ["none", "G1"]}
+    )
+    expand(sweep({**four, "promote": {"rule": "top_k", "k": 1}}, grid={"model.gate.position": ["none", "G1"]}))
