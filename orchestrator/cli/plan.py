@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import print_table
+from .common import UserError, print_table
+
+PEAK_TFLOPS = 989.0
+"""Dense bf16 TFLOP/s of an H100 or H200 (REFERENCE §8)."""
+MFU = 0.4
+"""OLMo-core's 1B models reach 39-40% on H100s (REFERENCE §8)."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -20,6 +25,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")
     p.add_argument("--measure", action="store_true", help="time a few training steps per distinct model to estimate wall time")
     p.add_argument("--max-rows", type=int, default=200, help="trial rows to print (default 200)")
+    p.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=PEAK_TFLOPS,
+        help=f"peak dense TFLOP/s of one GPU for the GPU-hour estimate of GPU sweeps (default {PEAK_TFLOPS:g}: H100/H200 bf16)",
+    )
+    p.add_argument("--mfu", type=float, default=MFU, help=f"model FLOPs utilisation assumed for that estimate (default {MFU:g})")
     return p
 
 
@@ -83,6 +95,10 @@ def run(args) -> int:
     from .run import resolve_uri
     from .sweepfile import load_and_expand
 
+    if not (0 < args.gpu_tflops < 1e6):
+        raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
+    if not (0 < args.mfu <= 1):
+        raise UserError(f"--mfu: got {args.mfu:g}; allowed: 0 < MFU <= 1")
     spec, e = load_and_expand(args.file)
     uri = resolve_uri(args, spec)
     done = finished_hashes(uri, spec.tracking.experiment)
@@ -125,6 +141,9 @@ def run(args) -> int:
         f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)"
     )
     print(f"training compute: {total_flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens)")
+    if res.gpus_per_worker:
+        hours = total_flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
+        print(f"on GPUs: {hours:,.0f} GPU-hours at {args.gpu_tflops:g} TFLOP/s per GPU and {args.mfu:.0%} MFU (--gpu-tflops, --mfu)")
     if args.measure:
         conc = res.max_concurrent or max(
             1, int(len(__import__("os").sched_getaffinity(0)) // (res.cpus_per_worker * res.workers_per_trial))
