@@ -165,3 +165,21 @@ def test_promotion_settings_are_checked():
         ladder=four, grid={"model.gate.position": ["none", "G1"]}
     )
     expand(sweep({**four, "promote": {"rule": "top_k", "k": 1}}, grid={"model.gate.position": ["none", "G1"]}))
+
+
+@pytest.mark.slow
+def test_plan_of_the_gpu_ladder_gives_gpu_hours_and_refuses_a_bad_mfu(tmp_path):
+    from pathlib import Path
+
+    gpu = Path(__file__).resolve().parents[2] / "sweeps" / "ladder_gpu.yaml"
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "plan", str(gpu), *a], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    out = run()
+    assert out.returncode == 0, out.stderr
+    hours = float(out.stdout.split("on GPUs: ")[1].split(" GPU-hours")[0].replace(",", ""))
+    flops = float(out.stdout.split("training compute: ")[1].split(" FLOPs")[0])
+    assert hours == pytest.approx(flops / (989e12 * 0.4) / 3600, rel=0.01)
+    assert "d512-l6" in out.stdout and "d2048-l20" in out.stdout
+    bad = run("--mfu", "1.5")
+    assert bad.returncode == 2 and "--mfu: got 1.5; allowed: 0 < MFU <= 1" in bad.stderr and "Traceback" not in bad.stderr
