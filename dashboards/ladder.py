@@ -125,6 +125,20 @@ def _arms(comp: Comparison) -> list[Arm]:
     return list(groups.values())
 
 
+def _baseline_arm(arms: list[Arm]) -> Arm | None:
+    """The arm the others are compared with: the one whose rows are the other rows' baselines
+    (with a parameter-matched arm, two arms have no gate; the report's baseline rule picks one)."""
+    refs: dict[int, int] = {}
+    for arm in arms:
+        for row in arm.rows:
+            if row.baseline is not None:
+                refs[id(row.baseline)] = refs.get(id(row.baseline), 0) + 1
+    scored = [(sum(refs.get(id(r), 0) for r in a.rows), i, a) for i, a in enumerate(arms) if a.is_baseline]
+    if not scored:
+        return None
+    return max(scored, key=lambda t: (t[0], -t[1]))[2]
+
+
 def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values)
 
@@ -140,7 +154,7 @@ def analyse(
         target, target_label = default_target()
     arms = _arms(comp)
     notes: list[str] = []
-    base = next((a for a in arms if a.is_baseline), None)
+    base = _baseline_arm(arms)
     compute: dict[str, dict[str, float]] = {}
     runs: dict[str, dict[str, tuple[int, int]]] = {}
     for arm in arms:

@@ -224,3 +224,27 @@ def test_the_fit_reaches_scipys_optimum_of_the_same_loss():
             for t0 in sc._starts(groups, shared)
         )  # fmt: skip
         assert mine <= scipy_best * (1 + 1e-6)
+
+
+def test_the_baseline_arm_is_the_one_the_others_are_compared_with():
+    """Two ungated arms (the plain and the parameter-matched baseline): the report's baseline rule
+    picks the one the gated arm is compared with, and --baseline can pick the other."""
+
+    def matched(run):
+        run.axes["model.ffn_dim"] = "176"
+        return run
+
+    sweep = sweep_of(tweak=matched)
+    extra = []
+    for run in [r for r in sweep.runs if r.axes["model.gate"] == "none"]:
+        twin = _run(len(sweep.runs) + len(extra), "none", run.axes["ladder.rung"], int(run.axes["train.seed"]), run.metrics["val_loss"] * 0.999,
+                    run.metrics["train_flops"] * FLOP_SHARE)  # fmt: skip
+        twin.axes["model.ffn_dim"] = "197"
+        extra.append(twin)
+    sweep.runs += extra
+    sweep.axes = ["model.gate", "ladder.rung", "model.ffn_dim", "train.seed"]
+    lad = analyse(compare(sweep), target=1e14, replicates=20)
+    assert lad.baseline == "none, ffn_dim=176" and len(lad.arms) == 3
+    assert set(lad.fit_of("val_loss").fit.multipliers) == {"G1-elementwise, ffn_dim=176", "none, ffn_dim=197"}
+    lad = analyse(compare(sweep, baseline={"model.ffn_dim": "197"}), target=1e14, replicates=20)
+    assert lad.baseline == "none, ffn_dim=197"
