@@ -16,10 +16,17 @@ unless the user passes a non-loopback `--address` or tracking URI. Three things 
   `usage_lib.get_cluster_config_to_report()` before it looks at RAY_USAGE_STATS_ENABLED. With no
   `~/ray_bootstrap_config.yaml` that calls `get_cloud_from_metadata_requests()`: HTTP requests
   to 169.254.169.254 (Azure, AWS) and to metadata.google.internal (a DNS query). No Ray setting
-  turns this off (Ray 2.60). `guard_ray_head()` makes a head started from this process skip that
-  API server when the dashboard is off and usage stats are disabled: the only thing it would do
-  is the probe (a ray.init() cluster sends no "disabled" report either). `import orchestrator`
-  installs the guard lazily (Ray is not imported until Ray itself is).
+  turns this off in Ray 2.60: `run()` calls it unconditionally, `services.start_api_server`
+  hard-codes `--modules-to-load=UsageStatsHead` for a head without a dashboard, and the only way
+  around the probe, an existing `~/ray_bootstrap_config.yaml`, is what the cluster launcher
+  writes (Tune reads its presence as "on a launched cluster"). So `guard_ray_head()` patches
+  Ray's private `ray._private.services.start_api_server`: a head started from this process skips
+  that API server when the dashboard is off and usage stats are disabled, the only thing it
+  would do being the probe (a ray.init() cluster sends no "disabled" report either). The patch
+  is written for `RAY_GUARDED` only: with any other Ray, a head started from a gatesweep process
+  fails with `RayGuardError` naming both versions, instead of probing silently
+  (`require_ray_head_guard()` says so before `RayCluster` starts a local Ray). `import
+  orchestrator` installs the guard lazily (Ray is not imported until Ray itself is).
 - the world-size-1 process group: see `orchestrator.trial.distributed` (an in-process store, gloo and
   NCCL on the loopback interface).
 """
@@ -73,11 +80,56 @@ def loopback_interface() -> str:
 # ---- Ray: no cloud-metadata probe from a head started here ------------------------------
 
 _SERVICES = "ray._private.services"
+RAY_GUARDED = "2.60.0"
+"""The Ray whose source the guard was checked against (`ray/dashboard/modules/usage_stats`,
+`ray/_private/services.py`, `ray/_common/usage/usage_lib.py`); pyproject pins it."""
+_problem: str | None = None
+"""Why the guard is not installed (another Ray), once Ray's services module has been imported."""
+
+
+class RayGuardError(RuntimeError):
+    """A local Ray head would be started without the guard (a Ray it was not written for)."""
+
+
+def _ray_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ray")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _guard_problem(services) -> str | None:
+    installed = _ray_version()
+    original = getattr(services, "start_api_server", None)
+    if installed == RAY_GUARDED and callable(original):
+        return None
+    return (
+        f"gatesweep keeps a local Ray head off the network with a patch of Ray's private "
+        f"ray._private.services.start_api_server written for Ray {RAY_GUARDED}, and Ray {installed} is installed: "
+        f"its head could probe cloud metadata (169.254.169.254, metadata.google.internal). Install "
+        f"ray[tune,train]=={RAY_GUARDED}, or check the new Ray for a setting that stops UsageStatsHead's probe "
+        "and update orchestrator/netpolicy.py"
+    )
 
 
 def _patch_services(services) -> None:
-    original = services.start_api_server
+    global _problem
+    original = getattr(services, "start_api_server", None)
     if getattr(original, "_gatesweep_guard", False):
+        return
+    _problem = _guard_problem(services)
+    if _problem is not None:
+        problem = _problem
+
+        def refuse(*args, **kwargs):
+            raise RayGuardError(problem)
+
+        if callable(original):  # any head this process starts fails loudly rather than probing
+            refuse._gatesweep_guard = True
+            refuse.__wrapped__ = original
+            services.start_api_server = refuse
         return
 
     def start_api_server(include_dashboard, *args, **kwargs):
@@ -106,10 +158,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
         def exec_and_patch(module):
             exec_module(module)
-            try:
-                _patch_services(module)
-            except Exception:  # a Ray without this function: nothing to guard
-                pass
+            _patch_services(module)  # another Ray is recorded, never raised here: `import ray` must work
 
         spec.loader.exec_module = exec_and_patch
         return spec
@@ -119,13 +168,19 @@ def guard_ray_head() -> None:
     """Idempotent: patch now if Ray is imported, else when it is."""
     module = sys.modules.get(_SERVICES)
     if module is not None:
-        try:
-            _patch_services(module)
-        except Exception:
-            pass
+        _patch_services(module)
         return
     if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
+
+
+def require_ray_head_guard() -> None:
+    """RayGuardError (one line, both versions) unless the guard is installed: call it before
+    starting a local Ray head."""
+    guard_ray_head()
+    importlib.import_module(_SERVICES)  # runs the import hook if Ray is not imported yet
+    if _problem is not None:
+        raise RayGuardError(_problem)
 
 
 def install() -> None:

@@ -13,13 +13,13 @@ The true next-token distribution is known, so the best possible loss is computed
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import storage
 from .sources import load_shakespeare
 
 VAL_STREAM = 1_000_003  # RNG stream of the held-out sequences, disjoint from training steps
@@ -159,8 +159,6 @@ def shakespeare_bigrams(vocab: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     table = counts / counts.sum(1, keepdims=True)
     marginal = np.bincount(codes[codes >= 0], minlength=V).astype(np.float64)
     out = (table, marginal / marginal.sum(), chars)
-    tmp = disk.with_name(f"{disk.stem}.tmp{os.getpid()}.npz")
-    np.savez(tmp, table=table, marginal=out[1], chars=np.array(chars))
-    os.replace(tmp, disk)
+    storage.write_stream(disk, lambda fh: np.savez(fh, table=table, marginal=out[1], chars=np.array(chars)))
     _SHAKESPEARE_CACHE[vocab] = out
     return out

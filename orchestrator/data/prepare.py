@@ -7,10 +7,11 @@ through the tokenizer in batches (HF `encode_batch`, which runs on every core) i
 - **Key**: (format version, the source's fingerprint, the tokenizer's fingerprint, val_fraction,
   max_chars, separator). seq_len is not in it: windows are cut when read, so a sweep over seq_len
   or seeds shares one corpus.
-- **Concurrency**: the builder holds an flock on `KEY.lock` beside the entry; other trials asking
-  for the same key wait for it, then read what it built. The entry is written in a temporary
-  folder and renamed into place, so a reader never sees half a corpus, and a builder that died
-  leaves only its temporary folder, which the next builder removes.
+- **Concurrency**: the builder holds a `storage.FileLock` on `KEY.lock` beside the entry; other
+  trials asking for the same key wait for it (saying who holds it), then read what it built. The
+  entry is built in a staging folder and renamed into place (`storage.publish_folder`), so a
+  reader never sees half a corpus, and a builder killed outright leaves only its staging folder,
+  which the next builder removes.
 - **Damage**: an entry whose meta.json does not parse or whose shards do not match it is rebuilt.
 - **Separator**: documents are joined by the tokenizer's end-of-text token (`auto` when it has
   one, or `eos`), else (`auto` for `byte` and `bpe:N`, which have none) by a blank line, which is
@@ -19,10 +20,8 @@ through the tokenizer in batches (HF `encode_batch`, which runs on every core) i
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import storage
 from .documents import Piece, source_fingerprint, split_pieces
 from .shards import DamagedEntry, ShardWriter, TokenStream, token_dtype
 from .sources import DataUnavailable
@@ -141,32 +141,27 @@ def _open(entry: Path, tok: Tokenizer) -> Prepared | None:
 
 @contextmanager
 def _build_lock(entry: Path, say: Callable[[str], None]):
-    fd = os.open(entry.with_name(entry.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    lock = storage.FileLock(entry.with_name(entry.name + ".lock"), preparing=str(entry))
+    if not lock.acquire(blocking=False):
+        say(f"waiting for {storage.describe_holder(lock.holder())} preparing {entry}")
+        lock.acquire()
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            say(f"waiting for another process preparing {entry}")
-            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # closing drops the lock
+        lock.release()
 
 
 def _build(entry: Path, settings: DataSettings, tok: Tokenizer, progress: bool) -> None:
-    for old in entry.parent.glob(f"{entry.name}.tmp*"):  # left by a builder that died (we hold the lock)
-        shutil.rmtree(old, ignore_errors=True)
+    storage.remove_leftovers(entry)  # staging folders of builders killed outright (we hold the lock)
     shutil.rmtree(entry, ignore_errors=True)  # a damaged entry
-    tmp = entry.with_name(f"{entry.name}.tmp{os.getpid()}")
-    tmp.mkdir(parents=True)
-    try:
-        meta = _write_shards(tmp, settings, tok, progress)
+
+    def build(folder: Path) -> None:
+        meta = _write_shards(folder, settings, tok, progress)
         if tok.hf is not None:
-            tok.hf.save(str(tmp / "tokenizer.json"))
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        os.replace(tmp, entry)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            tok.hf.save(str(folder / "tokenizer.json"))
+        (folder / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    storage.publish_folder(entry, build)
 
 
 def _write_shards(folder: Path, settings: DataSettings, tok: Tokenizer, progress: bool) -> dict:
@@ -238,6 +233,8 @@ def cached_entries() -> list[dict]:
     """Every prepared corpus in the cache: key, source, tokenizer, tokens per split, size on disk."""
     rows = []
     for meta_path in sorted(cache_dir("tokens").glob("*/meta.json")):
+        if meta_path.parent.name.startswith("."):  # a staging folder (storage.publish_folder)
+            continue
         try:
             meta = json.loads(meta_path.read_text())
             size = sum(p.stat().st_size for p in meta_path.parent.iterdir() if p.is_file())

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import storage
 from .sources import DataUnavailable, package_dir
 
 BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]", "<|bos|>")
@@ -150,9 +151,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> 
         vocab_size=vocab_size, special_tokens=["<bos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
     hf.train_from_iterator(texts, trainer=trainer)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    hf.save(str(tmp))
-    os.replace(tmp, path)  # atomic: concurrent trials never read a half-written file
+    storage.write_text(path, hf.to_str(pretty=True))  # atomic: concurrent trials never read a half-written file
     return _wrap(f"bpe:{vocab_size}", hf)
 
 

@@ -34,14 +34,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import storage
 from ..data.sources import ONLINE_ENV, DataUnavailable, online, package_dir
 from ..data.tokenizers import cache_dir
+from .mmlu_subjects import SUBJECTS
 
 
 @dataclass(frozen=True)
@@ -150,8 +150,6 @@ MMLU_GROUPS = ("mmlu_stem", "mmlu_humanities", "mmlu_social_sciences", "mmlu_oth
 
 def task_names() -> list[str]:
     """Every task name `eval.tasks.names` accepts (MMLU's subjects as `mmlu_<subject>` too)."""
-    from .mmlu_data import SUBJECTS
-
     return [*TASKS, *(f"{n}{BPB_SUFFIX}" for n in BPB_TASKS), *MMLU_GROUPS, *(f"mmlu_{s}" for s in SUBJECTS)]
 
 
@@ -162,8 +160,6 @@ def allowed_text() -> str:
 
 def base_task(name: str) -> HarnessTask | None:
     """The task `name` runs (for `<task>_bpb`, the multiple-choice task it scores); None if unknown."""
-    from .mmlu_data import SUBJECTS
-
     if name in TASKS:
         return TASKS[name]
     if name.endswith(BPB_SUFFIX) and name[: -len(BPB_SUFFIX)] in BPB_TASKS:
@@ -227,7 +223,8 @@ def locate(task: str, data_root: str | Path | None = None, paths: dict[str, str]
 
 def _materialize(ds: Dataset, configs: dict[str | None, dict[str, Path]]) -> Path:
     """A local dataset folder for `ds` (parquet per config and split, README.md configs), built once
-    per source; written beside its final place and renamed in, so concurrent trials are safe."""
+    per source; built beside its final place and renamed in (`storage.publish_folder`), so
+    concurrent trials are safe."""
     stamp = json.dumps({str(k): {s: [str(p), p.stat().st_mtime_ns] for s, p in v.items()} for k, v in configs.items()}, sort_keys=True)
     key = hashlib.sha256(stamp.encode()).hexdigest()[:16]
     folder = cache_dir("harness") / f"{ds.name}-{key}"
@@ -235,23 +232,19 @@ def _materialize(ds: Dataset, configs: dict[str | None, dict[str, Path]]) -> Pat
         return folder
     import datasets
 
-    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    header = ["---", "configs:"]
-    for config, splits in configs.items():
-        name = config or "default"
-        header += [f"- config_name: {name}", "  data_files:"]
-        for split, path in splits.items():
-            table = datasets.Dataset.from_list(ds.rows(path)) if ds.rows else datasets.load_from_disk(str(path))
-            rel = f"{name}/{split}.parquet"
-            (tmp / name).mkdir(exist_ok=True)
-            table.to_parquet(str(tmp / rel))
-            header += [f"  - split: {split}", f"    path: {rel}"]
-    header.append("---")
-    (tmp / "README.md").write_text("\n".join(header) + f"\n\n{ds.name}: a local copy for lm-evaluation-harness, made by gatesweep.\n")
-    try:
-        os.replace(tmp, folder)
-    except OSError:  # another process renamed its copy first
-        shutil.rmtree(tmp, ignore_errors=True)
+    def build(tmp: Path) -> None:
+        header = ["---", "configs:"]
+        for config, splits in configs.items():
+            name = config or "default"
+            header += [f"- config_name: {name}", "  data_files:"]
+            for split, path in splits.items():
+                table = datasets.Dataset.from_list(ds.rows(path)) if ds.rows else datasets.load_from_disk(str(path))
+                rel = f"{name}/{split}.parquet"
+                (tmp / name).mkdir(exist_ok=True)
+                table.to_parquet(str(tmp / rel))
+                header += [f"  - split: {split}", f"    path: {rel}"]
+        header.append("---")
+        (tmp / "README.md").write_text("\n".join(header) + f"\n\n{ds.name}: a local copy for lm-evaluation-harness, made by gatesweep.\n")
+
+    storage.publish_folder(folder, build)  # False when another process published it first: theirs is the same
     return folder

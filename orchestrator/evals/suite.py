@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 
 from gatedmodels import RopeConfig, rope_override
 
+from .. import storage
 from .heldout import perplexity
 from .length import extended_rope, length_metrics
 
@@ -57,9 +57,7 @@ def cached(key_parts: dict, compute: Callable[[], dict[str, float]]) -> tuple[di
         except (OSError, json.JSONDecodeError):
             pass
     metrics = compute()
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(metrics))
-    os.replace(tmp, path)
+    storage.write_json(path, metrics)
     return metrics, False
 
 

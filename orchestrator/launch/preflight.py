@@ -5,9 +5,10 @@ process), and one whose Ray address is dead hangs in `ray.init` for minutes afte
 state was written. These checks take at most a few seconds each and raise `UserError` (exit
 status 2) naming the address and the reason:
 
-- `check_tracking_uri`: an http(s) store answers (MLflow's `/health`, else its REST API, with the
-  credentials MLflow would send); a SQLite store's folder takes files and an existing file is a
-  SQLite database; a file store is a folder; a database server accepts connections.
+- `check_tracking_uri`: an http(s) or Databricks store answers one cheap `MlflowClient` call
+  (searching one experiment) with the credentials, auth plugins and TLS settings MLflow itself
+  uses, within the timeout; a SQLite store's folder takes files and an existing file is a SQLite
+  database; a file store is a folder; a database server accepts connections.
 - `check_ray_address`: a `HOST:PORT` (or `ray://HOST:PORT`) accepts a TCP connection; `auto` is
   Ray's to resolve.
 - `check_local_resources`: a local cluster (no address) has the GPUs one trial asks for.
@@ -19,12 +20,14 @@ status 2) naming the address and the reason:
 
 from __future__ import annotations
 
-import base64
+import contextlib
+import importlib
+import math
 import os
+import re
 import socket
 import ssl
-import urllib.error
-import urllib.request
+import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,6 +36,7 @@ from orchestrator.spec.files import UserError
 TIMEOUT_S = 5.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_PORTS = {"postgresql": 5432, "mysql": 3306, "mssql": 1433}
+SEARCH_ENDPOINT = "/api/2.0/mlflow/experiments/search"
 
 
 def preflight(uri: str, address: str | None, spec=None, expansion=None, *, source=None, timeout: float = TIMEOUT_S) -> None:
@@ -63,8 +67,8 @@ def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
 
     shown = redact_uri(uri)
     scheme = scheme_of(uri)
-    if scheme in ("http", "https"):
-        _check_http_store(uri, shown, timeout)
+    if scheme in ("http", "https", "databricks"):
+        _check_server(uri, shown, scheme, timeout)
     elif scheme == "sqlite":
         _check_sqlite_store(sqlite_path(uri), shown)
     elif scheme == "file":
@@ -77,63 +81,106 @@ def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
         _connect(host, port, timeout, f"cannot reach the database of the tracking URI {shown}")
 
 
-def _check_http_store(uri: str, shown: str, timeout: float) -> None:
-    parts = urlsplit(uri)
-    _host_port(uri, 443, f"tracking URI: got {shown!r}; expected {parts.scheme}://HOST[:PORT] with a port in 1..65535")
-    root = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path.rstrip('/')}"  # credentials go in a header
-    headers = _auth_headers(parts)
-    context = _tls_context() if parts.scheme == "https" else None
-    status = _get(f"{root}/health", headers, context, timeout, shown)
-    if status == 200:
-        return
-    status = _get(f"{root}/api/2.0/mlflow/experiments/search?max_results=1", headers, context, timeout, shown)
-    if status == 200:
-        return
-    if status in (401, 403):
-        raise UserError(
-            f"the MLflow tracking server at {shown} refused the credentials (HTTP {status}); set "
-            "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
-        )
-    raise UserError(
-        f"{shown} does not answer like an MLflow tracking server (HTTP {status} for /health and "
-        "/api/2.0/mlflow/experiments/search); check the tracking URI"
-    )
+def _check_server(uri: str, shown: str, scheme: str, timeout: float) -> None:
+    """One `MlflowClient(uri).search_experiments(max_results=1)`: the client sends whatever it would
+    send in a trial (user:password in the URI, MLFLOW_TRACKING_TOKEN / USERNAME / PASSWORD,
+    ~/.mlflow/credentials, an MLFLOW_TRACKING_AUTH plugin, a Databricks profile, client
+    certificates and MLFLOW_TRACKING_SERVER_CERT_PATH / INSECURE_TLS), so an answer proves both
+    reachability and authorisation. MLflow's retries are off and each request waits at most
+    `timeout` s (rounded up: MLflow takes whole seconds); the call as a whole, name resolution and
+    a Databricks SDK included, is given up after `timeout` s."""
+    if scheme in ("http", "https"):
+        _host_port(uri, 443, f"tracking URI: got {shown!r}; expected {scheme}://HOST[:PORT] with a port in 1..65535")
+    # imported here, not in the worker, so the deadline times the request and not the imports
+    for module in ("mlflow.store.tracking.rest_store", "mlflow.tracking.request_header.registry"):
+        importlib.import_module(module)
+    from mlflow import MlflowClient
+
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+            outcome.append(None)
+        except BaseException as err:  # reported by the caller
+            outcome.append(err)
+
+    with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(max(1, math.ceil(timeout)))):
+        worker = threading.Thread(target=probe, name="preflight-mlflow", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    if not outcome:  # still waiting: the thread is a daemon and ends with its own timeout
+        raise UserError(f"cannot reach the MLflow tracking server at {shown} (no answer within {timeout:g} s)")
+    if outcome[0] is not None:
+        raise UserError(_refusal(outcome[0], uri, shown, scheme, timeout))
 
 
-def _get(url: str, headers: dict, context, timeout: float, shown: str) -> int:
-    """The HTTP status of a GET (any status: the server answered), or UserError if none came."""
-    request = urllib.request.Request(url, headers=headers, method="GET")
+@contextlib.contextmanager
+def _environ(**values: str):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            return response.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", None) or err
-        if isinstance(reason, socket.timeout) or "timed out" in str(reason):
-            reason = f"no answer within {timeout:g} s"
-        elif isinstance(reason, OSError) and reason.strerror:
-            reason = reason.strerror
-        raise UserError(f"cannot reach the MLflow tracking server at {shown} ({reason})") from None
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
-def _auth_headers(parts) -> dict:
-    """The credentials MLflow would send: user:password in the URI, else the environment."""
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    user = parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME")
-    password = parts.password or os.environ.get("MLFLOW_TRACKING_PASSWORD") or ""
-    if user:
-        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-    if token:
-        return {"Authorization": f"Bearer {token}"}
-    return {}
+def _causes(err: BaseException) -> list[BaseException]:
+    """`err` and what lies under it: `__cause__` / `__context__`, and the wrapped errors of requests
+    and urllib3 (`args[0]`, `.reason`), which MLflow re-raises as text."""
+    seen: list[BaseException] = []
+    todo = [err]
+    while todo:
+        e = todo.pop()
+        if any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo += [x for x in (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args[:1]) if isinstance(x, BaseException)]
+    return seen
 
 
-def _tls_context():
-    if os.environ.get("MLFLOW_TRACKING_INSECURE_TLS", "").lower() == "true":
-        return ssl._create_unverified_context()
-    cafile = os.environ.get("MLFLOW_TRACKING_SERVER_CERT_PATH")
-    return ssl.create_default_context(cafile=cafile) if cafile else ssl.create_default_context()
+def _refusal(err: BaseException, uri: str, shown: str, scheme: str, timeout: float) -> str:
+    """One line for a failed check: unreachable (the socket's reason), refused credentials, not an
+    MLflow tracking server (the HTTP status), else MLflow's own first sentence, the URI redacted."""
+    import requests
+    from mlflow.exceptions import MlflowException, RestException
+
+    causes = _causes(err)
+    reason: str | None = None
+    if any(isinstance(e, (requests.exceptions.Timeout, TimeoutError)) for e in causes):
+        reason = f"no answer within {timeout:g} s"
+    elif tls := next((e for e in causes if isinstance(e, ssl.SSLError)), None):
+        detail = getattr(tls, "verify_message", None) or tls.reason or tls
+        reason = f"TLS: {detail}; set MLFLOW_TRACKING_SERVER_CERT_PATH to the server's CA bundle"
+    elif sock := next((e for e in causes if isinstance(e, OSError) and e.strerror), None):
+        reason = sock.strerror
+    elif any(isinstance(e, requests.exceptions.ConnectionError) and not isinstance(e, requests.exceptions.RetryError) for e in causes):
+        reason = "the connection failed"
+    if reason is not None:
+        return f"cannot reach the MLflow tracking server at {shown} ({reason})"
+    text = str(err).replace(uri, shown)
+    status = next((int(m[1]) for e in causes if (m := re.search(r"too many (\d{3}) error responses", str(e)))), None)
+    if status is None and (m := re.search(r"failed with error code (\d{3})", text)):
+        status = int(m[1])
+    if status is None and isinstance(err, RestException):
+        status = err.get_http_status_code()
+    if status in (401, 403):
+        how = (
+            "check the Databricks profile of the URI (databricks auth login)"
+            if scheme == "databricks"
+            else "set MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_AUTH for an auth plugin)"
+        )
+        return f"the MLflow tracking server at {shown} refused the credentials (HTTP {status}); {how}"
+    if status is not None:
+        return f"{shown} does not answer like an MLflow tracking server (HTTP {status} for {SEARCH_ENDPOINT}); check the tracking URI"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = re.sub(r"//[^/@\s]*@", "//***@", first.split(". ", 1)[0].rstrip("."))  # MLflow's first sentence
+    what = first if isinstance(err, MlflowException) and first else f"{type(err).__name__}: {first}".rstrip(": ")
+    return f"the MLflow tracking URI {shown} cannot be used ({what[:300]}); check the URI and MLflow's settings for it"
 
 
 def _check_sqlite_store(path: Path, shown: str) -> None:

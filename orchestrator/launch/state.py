@@ -5,9 +5,9 @@ and one folder per trial. state.json is written atomically and validated when re
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from orchestrator import storage
 from orchestrator.spec.files import UserError
 
 
@@ -59,6 +59,4 @@ def _state_problem(state) -> str:
 
 def save_state(path: Path, state: dict) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    tmp = path / f"state.json.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, path / "state.json")
+    storage.write_json(path / "state.json", state, indent=2)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import signals
+from orchestrator import netpolicy, signals
 from orchestrator.netpolicy import TELEMETRY_ENV
 from orchestrator.spec.files import UserError
 
@@ -146,6 +146,10 @@ class RayCluster:
             extra = {"_node_ip_address": host} if host.startswith("127.") and host != "127.0.0.1" else {}
             ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING", **extra)
         else:
+            try:
+                netpolicy.require_ray_head_guard()  # a Ray the guard was not written for would probe cloud metadata
+            except netpolicy.RayGuardError as err:
+                raise UserError(str(err)) from None
             res = self.resources
             # a multi-worker trial also needs a sliver of CPU for its Tune function: make room
             need = math.ceil(res.workers_per_trial * res.cpus_per_worker + (0.01 if res.workers_per_trial > 1 else 0))

@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from gatedmodels.typedconfig import ConfigError, Issue
 
+from ..storage import FileLock
+
 # Fail fast on HTTP stores; RunLogger does its own buffering and retrying.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
@@ -123,10 +125,7 @@ def client(uri: str):
     db = sqlite_path(uri)
     if db is None or uri in _READY:
         return MlflowClient(tracking_uri=uri)
-    import fcntl
-
-    with open(db.with_name(db.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(db.with_name(db.name + ".lock"), creating=str(db)):
         cl = MlflowClient(tracking_uri=uri)
         cl.search_experiments(max_results=1)
     _READY.add(uri)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from orchestrator import storage
+
 COMPLETE = "COMPLETE"  # written into a checkpoint folder once DeepSpeed has finished saving it
 
 
@@ -39,7 +41,7 @@ def latest_checkpoint(run_dir: Path) -> str | None:
 
 
 def mark_complete(run_dir: Path, step: int) -> None:
-    (checkpoint_dir(run_dir) / tag(step) / COMPLETE).write_text(f"{step}\n")
+    storage.write_text(checkpoint_dir(run_dir) / tag(step) / COMPLETE, f"{step}\n")
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:

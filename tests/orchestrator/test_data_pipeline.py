@@ -165,7 +165,7 @@ def test_a_damaged_entry_is_rebuilt(tmp_path, cache, capfd):
     assert "is damaged" in capfd.readouterr().err
     (first.folder / "meta.json").write_text("{not json")
     assert prepare(DataSettings(str(src), "byte", 0.25)).fresh
-    leftover = first.folder.with_name(first.folder.name + ".tmp424242")  # a builder that was killed
+    leftover = first.folder.with_name(f".{first.folder.name}.424242.0badf00d.tmp")  # the staging folder of a builder killed outright
     leftover.mkdir()
     (first.folder / "meta.json").unlink()
     prepare(DataSettings(str(src), "byte", 0.25))

@@ -121,11 +121,12 @@ def _free_port() -> int:
 class MlflowServer:
     """A real `mlflow server` on 127.0.0.1, started and stopped by its process group id."""
 
-    def __init__(self, root: Path, port: int):
+    def __init__(self, root: Path, port: int, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None):
         self.root, self.port, self.proc = root, port, None
+        self.args, self.env = args, env or {}
 
     def start(self) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **self.env}
         cmd = [
             str(Path(sys.executable).parent / "mlflow"),
             "server",
@@ -139,11 +140,12 @@ class MlflowServer:
             f"sqlite:///{self.root / 'server.db'}",
             "--artifacts-destination",
             str(self.root / "artifacts"),
+            *self.args,
         ]
         self.log = open(self.root / "server.log", "a")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 90
-        while time.time() < deadline:
+        deadline = time.time() + 180  # the auth app migrates a second database: a minute on 2 busy cores
+        while time.time() < deadline and self.proc.poll() is None:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
                 return

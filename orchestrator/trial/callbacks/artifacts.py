@@ -7,11 +7,11 @@ the curve is drawn from, in every checkpoint."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
+from orchestrator import storage
 from orchestrator.evals.heldout import probes_artifact
 from orchestrator.tracking.outcomes import TrialFailed
 from orchestrator.trial import plots
@@ -80,9 +80,5 @@ class Artifacts(Callback):
 
     def save_model(self) -> None:
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        tmp = self.run_dir / f"model.pt.tmp{os.getpid()}"
-        try:
-            torch.save({"model": state, "config": self.resolved.to_dict()}, tmp)
-            os.replace(tmp, self.run_dir / "model.pt")  # never a half-written model.pt
-        finally:
-            tmp.unlink(missing_ok=True)
+        record = {"model": state, "config": self.resolved.to_dict()}
+        storage.write_stream(self.run_dir / "model.pt", lambda fh: torch.save(record, fh))  # never a half-written model.pt

@@ -15,6 +15,7 @@ import json
 import os
 import socket
 
+from orchestrator import storage
 from orchestrator.tracking import RunLogger, git_state, inputs, names, package_versions, redact_uri
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG
 from orchestrator.trial.callbacks.base import Callback
@@ -74,8 +75,8 @@ class MLflowLogging(Callback):
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             self.logger.set_tags(tags)
         self.logger.client.update_run(self.run_id, status="RUNNING")
-        (ctx.run_dir / "run.json").write_text(
-            json.dumps({"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment})
+        storage.write_json(
+            ctx.run_dir / "run.json", {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
         )
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)

