@@ -175,6 +175,11 @@ def analyse(
     for arm in arms:
         arm.rows.sort(key=lambda row: rung_names.index(row.axes[RUNG_AXIS]))
     largest = max((c for per in compute.values() for c in per.values()), default=math.nan)
+    smallest = min((c for per in compute.values() for c in per.values()), default=math.nan)
+    if math.isfinite(smallest) and target < smallest:
+        notes.append(
+            f"the target ({target:.3g} FLOPs) lies below the smallest rung ({smallest:.3g}): its multiplier is an extrapolation downwards"
+        )
     ladder = Ladder(
         arms=arms,
         baseline=base.label if base is not None else "",
@@ -224,6 +229,11 @@ def _fit_metric(ladder: Ladder, metric: str, shared_e: bool, replicates: int, bo
         return MetricFit(metric, None, str(err))
     if diverged:
         fit.notes.append(f"non-finite {metric} left out: {', '.join(diverged)}")
+    from orchestrator.scaling import ALPHA_MAX
+
+    for arm, law in fit.laws.items():
+        if law.alpha > 0.99 * ALPHA_MAX or law.alpha < 1e-3:
+            fit.notes.append(f"{arm}: the fitted alpha ({law.alpha:.3g}) sits at its bound; the law is not pinned by these rungs")
     out = MetricFit(metric, fit)
     for arm, per in fit.multipliers.items():
         out.verdicts[arm] = {rung: verdict(iv) for rung, iv in per.items()}

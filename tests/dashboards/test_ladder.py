@@ -248,3 +248,8 @@ def test_the_baseline_arm_is_the_one_the_others_are_compared_with():
     assert set(lad.fit_of("val_loss").fit.multipliers) == {"G1-elementwise, ffn_dim=176", "none, ffn_dim=197"}
     lad = analyse(compare(sweep, baseline={"model.ffn_dim": "197"}), target=1e14, replicates=20)
     assert lad.baseline == "none, ffn_dim=197"
+
+
+def test_a_target_below_the_rungs_is_said_to_be_one():
+    lad = analyse(compare(sweep_of()), target=1e9, replicates=10)
+    assert any("lies below the smallest rung" in n for n in lad.notes)
