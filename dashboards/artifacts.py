@@ -69,3 +69,39 @@ class ArtifactCache:
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def sweep_file(cl_factory, parent: RunRecord) -> dict | None:
+    """The sweep file a launch logged at the top of its parent run's artifacts (`NAME.yaml`, or
+    whatever the file was called), parsed as a sweep file is (bounded, safe YAML), or None. A
+    local artifact store is read in place; others are listed and downloaded through
+    `cl_factory()`, an MlflowClient opened only then. Never raises: the file only orders levels."""
+    from orchestrator.spec.files import load_yaml
+
+    def pick(paths: list[Path]) -> dict | None:
+        docs = []
+        for path in sorted(paths):
+            try:
+                doc = load_yaml(path)
+            except Exception:  # UserError for a damaged file, OSError
+                continue
+            if isinstance(doc, dict):
+                docs.append(doc)
+        named = [d for d in docs if d.get("name") == parent.sweep]
+        return (named or docs or [None])[0]
+
+    folder = file_store_path(parent.artifact_uri) if parent.artifact_uri else None
+    try:
+        if folder is not None:
+            return pick([p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()]) if folder.is_dir() else None
+        cl = cl_factory()
+        listed = [a.path for a in cl.list_artifacts(parent.run_id) if not a.is_dir and a.path.endswith((".yaml", ".yml"))]
+        if not listed:
+            return None
+        tmp = Path(tempfile.mkdtemp(prefix="gatesweep-sweepfile-"))
+        try:
+            return pick([Path(cl.download_artifacts(parent.run_id, path, str(tmp))) for path in listed[:4]])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception:  # an unreachable artifact store: the fallback order applies
+        return None

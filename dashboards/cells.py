@@ -5,11 +5,15 @@ seeds-needed line of each comparison, state counts and the header lines."""
 from __future__ import annotations
 
 from .comparison import Comparison
-from .metrics import FIRST_TOKEN, decimals, fmt
+from .metrics import FIRST_TOKEN, axis_text, decimals, fmt
 from .records import GATE_AXIS
 from .seedstats import ALPHA, MAX_SEEDS, TARGET_POWER, Delta, Stat
 
 DASH = "–"
+BEST_TEXT = (
+    "Best per column: marked only where significantly better after Holm (a row whose Δ against its baseline is "
+    "significant, or a baseline every row compared with it differs from significantly)."
+)
 
 
 def axis_headers(axes: list[str]) -> dict[str, str]:
@@ -114,6 +118,74 @@ def seeds_line(comp: Comparison, row, metric: str) -> str | None:
     return f"{text}: run {need} seeds before trusting this Δ."
 
 
+def seeds_cells(comp: Comparison) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """The seeds-needed table: header, body (per compared row: its axes, its pairs, then per
+    metric `seeds_cell`) and, per body cell, the sentence of `seeds_line` (the HTML's tooltip)."""
+    header = list(comp.axes) + ["pairs"] + [m.key for m in comp.metrics]
+    body, notes = [], []
+    for row in comp.rows:
+        if row.baseline is None:
+            continue
+        cells = [axis_text(row.axes[p]) for p in comp.axes]
+        cells.append(str(max((d.n_pairs for d in row.deltas.values()), default=0)))
+        says = [""] * len(cells)
+        for m in comp.metrics:
+            cells.append(seeds_cell(row.deltas.get(m.key)))
+            says.append(seeds_line(comp, row, m.key) or "")
+        body.append(cells)
+        notes.append(says)
+    return header, body, notes
+
+
+SEEDS_LEGEND = (
+    "Each cell: the seeds that give the paired t-test {power:.0%} power to detect the observed Δ at α {alpha:g} / at α/m "
+    "(Holm's strictest level over the m = {m} tests), and in brackets its power with the seeds there are; "
+    "run more seeds before trusting a Δ whose count is above the pairs. –: no test (fewer than 2 pairs, or identical differences)."
+)
+
+
+def seeds_legend(comp: Comparison) -> str:
+    return SEEDS_LEGEND.format(power=TARGET_POWER, alpha=ALPHA, m=comp.n_tests)
+
+
+def interaction_text(cell, *, mark: str = "") -> str:
+    """One arm's Δ at one level: `-0.312` (the row's Δ; `mark` appended when it is significant
+    after Holm), `-0.298 (mean of 3)` over several rows, `–` without one."""
+    if cell.diff is None:
+        return DASH
+    base = cell.base.mean if cell.base is not None and cell.base.mean is not None else None
+    d = decimals(base) if base is not None else decimals(cell.diff)
+    text = f"{cell.diff:+,.0f}" if d == 0 else f"{cell.diff:+.{d}f}"
+    if cell.rows > 1:
+        return f"{text} (mean of {cell.rows})"
+    return text + (mark if cell.significant else "")
+
+
+def interaction_cells(comp: Comparison, inter, *, mark: str = "") -> tuple[list[str], list[list[str]]]:
+    """Header and body of one interaction table: per metric and arm, its Δ at each level."""
+    header = ["metric", "arm"] + [axis_text(v) for v in inter.levels]
+    body = []
+    for m in comp.metrics:
+        table = inter.cells.get(m.key)
+        if table is None:
+            continue
+        for arm in inter.arms:
+            body.append([m.key, arm] + [interaction_text(c, mark=mark) for c in table[arm]])
+    return header, body
+
+
+def interaction_title(comp: Comparison, inter) -> str:
+    return f"Δ against the baseline at each level of {comp.axis_title(inter.axis)}"
+
+
+def interaction_legend(comp: Comparison, mark: str) -> str:
+    return (
+        f"Each arm's Δ against the baseline ({comp.baseline_text}) at each level, the other axes equal; {mark}: significant "
+        "at 0.05 after Holm's correction over the Δ table; (mean of k): averaged over k configurations of the "
+        "remaining axes (no test of its own)."
+    )
+
+
 def seeds_lines(comp: Comparison) -> list[str]:
     """`seeds_line` of every comparison in the Δ table, row by row."""
     out = []
@@ -137,12 +209,20 @@ def header_lines(comp: Comparison) -> list[str]:
     ]
     seeds = ", ".join(comp.seed_axes) or "none (one run per configuration)"
     lines.append(f"rows: configurations; seeds grouped over {seeds}. Values: mean ± std over finished seeds (n); final values of each run.")
+    if any(len(v) > 1 for v in comp.levels.values()):
+        lines.append("Levels of each axis in the sweep's order (model sizes by size).")
     lines.append("Intervals: 95% percentile bootstrap of the mean over seeds (exact for ≤ 6 seeds); Student's t in report.csv.")
     if comp.has_baseline:
         lines.append(
             f"Δ: against the baseline row ({comp.baseline_text}) with the other axes equal; p: paired t-test over matching seeds, "
-            f"Holm-adjusted over the {comp.n_tests} tests of the Δ table; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
+            + (
+                f"Holm-adjusted over the {comp.n_tests} tests of the Δ table"
+                if comp.n_tests
+                else "none here (a test needs 2 paired seeds whose differences vary)"
+            )
+            + f"; seeds needed: for {TARGET_POWER:.0%} power at α {ALPHA:g}."
         )
+        lines.append(BEST_TEXT)
     if comp.uniform_first_token is not None and any(m.key == FIRST_TOKEN for m in comp.metrics):
         lines.append(f"{FIRST_TOKEN} under uniform attention: {comp.uniform_first_token:.3f}.")
     return lines

@@ -101,6 +101,13 @@ class Comparison:
     """Paired tests in the Δ table: the family Holm's correction adjusts over."""
     baseline_text: str = BASELINE_TEXT
     """What the baseline row is, for the Δ table's headings."""
+    levels: dict[str, list[str]] = field(default_factory=dict)
+    """Axis -> its levels in the sweep's order (`dashboards.levels`)."""
+    arch_axes: list[str] = field(default_factory=list)
+    """The axes that make an arm: those a row departs from the baseline on (the gate, the
+    attention kind and its settings, the axes --baseline adds)."""
+    interactions: list = field(default_factory=list)
+    """`dashboards.interactions.Interaction`s: each arm's Δ at every level of each other axis."""
     ladder: Any = None
     """A ladder sweep's fits and multipliers (`dashboards.ladder.Ladder`), set by the report."""
 

@@ -4,8 +4,9 @@ CSS is inline, every plot is inlined as a base64 `data:image/png` URI, and there
 all, so the file can be mailed, archived, or shown by MLflow's artifact viewer (which renders
 HTML artifacts in a sandboxed frame). The tables are those of `dashboards.tables`: mean ± std
 with both 95% intervals in each cell's tooltip and the bootstrap one in its own table, deltas
-with paired-test p values (raw and Holm-adjusted), the seeds-needed line of each comparison,
-main effects, and every run that did not finish.
+with paired-test p values (raw and Holm-adjusted), the seeds needed per comparison, each arm's
+Δ at every level of the other axes, main effects, and every run that did not finish. Wide tables
+scroll sideways inside the page with their first column frozen.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import base64
 import html
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .cells import (
@@ -25,24 +26,33 @@ from .cells import (
     delta_boot_text,
     delta_text,
     header_lines,
+    interaction_cells,
+    interaction_legend,
+    interaction_title,
     mean_std,
     p_text,
     seeds_cell,
-    seeds_lines,
+    seeds_cells,
+    seeds_legend,
     status_counts,
 )
 from .comparison import Comparison
 from .metrics import axis_text, fmt
+
+Plots = Sequence[tuple[Path, str]]
+"""(PNG path, caption) of each plot, in report order."""
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1400px;
      padding:0 16px;color:#1d2330;background:#fff;line-height:1.4}
 h1{font-size:22px;margin:0 0 6px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde2ea;padding-bottom:4px}
 .meta{color:#4a5568;font-size:13px;margin:2px 0}
-.wrap{overflow-x:auto}
-table{border-collapse:collapse;font-size:13px;margin:4px 0 8px}
-th,td{border:1px solid #d5dbe5;padding:4px 8px;white-space:nowrap}
+.wrap{overflow-x:auto;max-width:100%}
+table{border-collapse:separate;border-spacing:0;font-size:13px;margin:4px 0 8px}
+th,td{border:1px solid #d5dbe5;border-width:0 1px 1px 0;padding:4px 8px;white-space:nowrap;background:#fff}
+tr>:first-child{border-left-width:1px} thead tr>*{border-top-width:1px}
 th{background:#eef2f7;text-align:left;font-weight:600}
+th:first-child,td:first-child{position:sticky;left:0;z-index:1;box-shadow:1px 0 0 #c3cbd8}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 tbody tr td.best{background:#e3f4e5;font-weight:700}
 tr.baseline td{background:#f7f9fc}
@@ -55,7 +65,7 @@ figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}
 figure img{display:block;max-width:100%;height:auto;border:1px solid #e2e8f0}
 figcaption{font-size:12px;color:#4a5568;max-width:720px;margin-top:4px}
 h3{font-size:15px;margin:18px 0 6px}
-ul.seeds{font-size:13px;margin:4px 0 8px;padding-left:20px} ul.seeds li{margin:2px 0}
+td.sig{color:#2f7a3b;font-weight:600}
 footer{margin-top:32px;font-size:11px;color:#718096}
 """
 
@@ -90,7 +100,7 @@ def _table(header: list[str], rows: list[tuple[str, list[tuple[str, str, str]]]]
     return "\n".join(out)
 
 
-def _configurations(comp: Comparison, heads: dict) -> list[str]:
+def _configurations(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The configurations table: mean ± std over seeds, best per column."""
     parts: list[str] = []
     header = [heads[p] for p in comp.axes] + ["n", "status"] + [m.key for m in comp.metrics]
@@ -111,14 +121,16 @@ def _configurations(comp: Comparison, heads: dict) -> list[str]:
     parts += [
         '<section id="configurations"><h2>Configurations: mean ± std over seeds</h2>',
         _table(header, rows, "table-configurations"),
-        '<p class="legend">Best per column highlighted (lower is better except MMLU, RULER and throughput; the gate '
-        "score has no better side). Hover a cell for n and its 95% confidence interval. – : not logged "
-        "(the gate score of an ungated model) or no finished seed.</p></section>",
+        '<p class="legend">Best per column highlighted only where it is significantly better after Holm\'s correction '
+        "(a row whose Δ against its baseline is significant, or a baseline every row compared with it differs from "
+        "significantly); lower is better except MMLU, RULER and throughput; the gate score has no better side. Hover a "
+        "cell for n and its 95% confidence interval. – : not logged (the gate score of an ungated model) or no finished "
+        "seed. Wide tables scroll sideways; their first column stays.</p></section>",
     ]
     return parts
 
 
-def _intervals(comp: Comparison, heads: dict) -> list[str]:
+def _intervals(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The bootstrap intervals of the mean."""
     parts: list[str] = []
     header = [heads[p] for p in comp.axes] + ["n"] + [m.key for m in comp.metrics]
@@ -142,7 +154,7 @@ def _intervals(comp: Comparison, heads: dict) -> list[str]:
     return parts
 
 
-def _deltas(comp: Comparison, heads: dict) -> list[str]:
+def _deltas(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The Δ table against the baseline and the seeds-needed lines."""
     parts: list[str] = []
     drows = [r for r in comp.rows if r.baseline is not None]
@@ -169,15 +181,61 @@ def _deltas(comp: Comparison, heads: dict) -> list[str]:
             '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
             f"rows finished (none with fewer than 2 pairs); Holm: p adjusted by Holm's method over the {comp.n_tests} tests "
             "of this table; in green when significant at 0.05 after it. Hover a cell for the bootstrap interval of Δ.</p>",
-            '<h3 id="seeds">Seeds needed</h3><p class="legend">Power of the two-sided paired t-test at α 0.05 to detect the '
-            "observed Δ (its mean over its standard deviation) with the seeds there are, and the seeds it would take for 80% "
-            "power: run more seeds before trusting a row whose power is low.</p>",
-            '<ul class="seeds">' + "".join(f"<li>{esc(line)}</li>" for line in seeds_lines(comp)) + "</ul></section>",
+            "</section>",
         ]
     return parts
 
 
-def _effects(comp: Comparison) -> list[str]:
+def _seeds(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
+    """The seeds-needed table: per comparison and metric, the seeds 80% power takes (the whole
+    sentence in the cell's tooltip)."""
+    header, body, notes = seeds_cells(comp)
+    if not body:
+        return []
+    rows = [
+        (
+            "",
+            [("num" if j >= len(comp.axes) else "", esc(cell), note) for j, (cell, note) in enumerate(zip(cells, says))],
+        )
+        for cells, says in zip(body, notes)
+    ]
+    return [
+        '<section id="seeds"><h2>Seeds needed</h2>',
+        _table([heads.get(h, h) for h in header], rows, "table-seeds"),
+        f'<p class="legend">{esc(seeds_legend(comp))} Hover a cell for the whole comparison.</p></section>',
+    ]
+
+
+def _interactions(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
+    """Each arm's Δ at every level of each other axis."""
+    if not comp.interactions:
+        return []
+    parts = ['<section id="interactions"><h2>Interactions: each arm\'s Δ at every level of the other axes</h2>']
+    for inter in comp.interactions:
+        header, body = interaction_cells(comp, inter)
+        rows = []
+        for cells, (metric, arm, cellobjs) in zip(body, _interaction_objects(comp, inter)):
+            tds = [("", esc(metric), ""), ("", esc(arm), "")]
+            for text, c in zip(cells[2:], cellobjs):
+                tip = ""
+                if c.delta is not None:
+                    tip = f"p {p_text(c.delta.p)}, Holm {p_text(c.delta.p_holm)}; 95% bootstrap {delta_boot_text(c.delta, c.base)}"
+                tds.append(("num sig" if c.significant else "num", esc(text), tip))
+            rows.append(("", tds))
+        parts += [f"<h3>{esc(interaction_title(comp, inter))}</h3>", _table(header, rows, f"table-interaction-{inter.axis}")]
+    parts.append(f'<p class="legend">{esc(interaction_legend(comp, "green"))} Hover a cell for its test.</p></section>')
+    return parts
+
+
+def _interaction_objects(comp: Comparison, inter):
+    for m in comp.metrics:
+        table = inter.cells.get(m.key)
+        if table is not None:
+            for arm in inter.arms:
+                yield m.key, arm, table[arm]
+
+
+def _effects(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """Main effects per axis."""
     parts: list[str] = []
     if comp.effects:
@@ -197,7 +255,7 @@ def _effects(comp: Comparison) -> list[str]:
     return parts
 
 
-def _unfinished(comp: Comparison, heads: dict) -> list[str]:
+def _unfinished(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """Runs that did not finish, and superseded runs."""
     parts: list[str] = []
     for title, runs, tid in (
@@ -221,7 +279,7 @@ def _unfinished(comp: Comparison, heads: dict) -> list[str]:
     return parts
 
 
-def _plots(plots: Sequence[tuple[Path, str]]) -> list[str]:
+def _plots(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The plots, embedded."""
     parts: list[str] = []
     if plots:
@@ -232,6 +290,30 @@ def _plots(plots: Sequence[tuple[Path, str]]) -> list[str]:
             parts.append(f'<figure><img src="{uri}" alt="{esc(caption)}"{dims}><figcaption>{esc(caption)}</figcaption></figure>')
         parts.append("</section>")
     return parts
+
+
+def _ladder(comp: Comparison, heads: dict, plots: Plots) -> list[str]:
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    if comp.ladder is None:
+        return []
+    from .ladder_tables import ladder_html
+
+    return ladder_html(comp.ladder, esc)
+
+
+HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
+    _configurations,
+    _intervals,
+    _deltas,
+    _seeds,
+    _interactions,
+    _effects,
+    _unfinished,
+    _ladder,
+    _plots,
+]
+"""The report's sections in order, one function each (comparison, axis headers, plots) -> HTML
+parts; a section with nothing to show returns none. Extend it to add a section."""
 
 
 def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
@@ -249,16 +331,8 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
     parts += [f'<p class="meta">{esc(line.replace("`", ""))}</p>' for line in header_lines(comp)]
     parts.append(f'<p class="meta">store {esc(s.uri)}; generated {esc(time.strftime("%Y-%m-%d %H:%M:%S"))}</p></header>')
 
-    parts += _configurations(comp, heads)
-    parts += _intervals(comp, heads)
-    parts += _deltas(comp, heads)
-    parts += _effects(comp)
-    parts += _unfinished(comp, heads)
-    if comp.ladder is not None:
-        from .ladder_tables import ladder_html
-
-        parts += ladder_html(comp.ladder, esc)
-    parts += _plots(plots)
+    for section in HTML_SECTIONS:
+        parts += section(comp, heads, plots)
     parts.append(
         f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
         f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>"

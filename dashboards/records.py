@@ -146,6 +146,9 @@ class SweepRuns:
     """Axis paths that vary among `runs` (seed axes included), in the sweep's order."""
     search: str = "grid"
     read_s: float = 0.0
+    sweep_file: dict | None = None
+    """The sweep file the launch logged on its parent run, as YAML read it (None when there is
+    none or it cannot be read): the order of each axis' values (`dashboards.levels`)."""
 
 
 def check_parent(parent: RunRecord | None, parent_id: str, name: str | None) -> RunRecord:

@@ -3,6 +3,13 @@ write report.md / report.html / report.csv / report.tex and the PNGs into a fold
 report.md, report.html, report.csv and the PNGs under `report/` on the sweep's MLflow parent
 run, so that the sweep's page in the MLflow UI shows the comparison.
 
+A report never destroys the previous one: a user mistake (an unknown --metrics name, a
+--baseline the sweep has no configuration for) is raised before anything is written, and the
+files are written into a staging folder inside the output folder (`.report-partial-PID-...`),
+then moved into place one by one (PNGs first, report.html last), and only then are the previous
+report's files that no longer apply (a plot of an axis that is gone) removed. A report that fails
+or is interrupted halfway leaves the previous one as it was.
+
 Logging those artifacts is the report's only write to the store: no training state, no tag, no
 metric. Plots need per-run data that `search_runs` does not return (the `train/loss` history,
 `spikes.json`, `probes.json`); it is fetched only for the few runs a plot shows.
@@ -11,6 +18,9 @@ metric. Plots need per-run data that `search_runs` does not return (the `train/l
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +36,7 @@ from .ladder import RUNG_AXIS, analyse
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting
 from .report_json import report_json
-from .stats import compare, sort_value
+from .stats import compare
 from .store import open_client, read_sweep
 
 MAX_CURVE_ROWS = 8
@@ -93,34 +103,37 @@ def build_report(
         say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
     out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_previous(out)
-    made: list[tuple[Path, str]] = []
     cl = open_client(uri) if with_plots or log else None  # MLflow's client: for plot data and logging only
-    if with_plots:
+    stage, created = _stage(out)
+    try:
+        made: list[tuple[Path, str]] = []
+        if with_plots:
+            t = time.perf_counter()
+            cache = ArtifactCache(cl)
+            try:
+                made = make_plots(cl, comp, stage, cache)
+            finally:
+                cache.close()
+            timings["plots"] = time.perf_counter() - t
+
         t = time.perf_counter()
-        cache = ArtifactCache(cl)
-        try:
-            made = make_plots(cl, comp, out, cache)
-        finally:
-            cache.close()
-        timings["plots"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    files = {
-        "report.md": out / "report.md",
-        "report.html": out / "report.html",
-        "report.csv": out / "report.csv",
-        "report.tex": out / "report.tex",
-        "report.json": out / "report.json",
-    }
-    files["report.md"].write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
-    files["report.html"].write_text(html_report.render(comp, made), encoding="utf-8")
-    files["report.csv"].write_text(tables.csv_text(comp), encoding="utf-8")
-    files["report.tex"].write_text(tables.latex(comp), encoding="utf-8")
-    files["report.json"].write_text(report_json(comp), encoding="utf-8")
-    timings["write"] = time.perf_counter() - t
-
+        (stage / "report.md").write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
+        (stage / "report.csv").write_text(tables.csv_text(comp), encoding="utf-8")
+        (stage / "report.tex").write_text(tables.latex(comp), encoding="utf-8")
+        (stage / "report.json").write_text(report_json(comp), encoding="utf-8")
+        (stage / "report.html").write_text(html_report.render(comp, made), encoding="utf-8")
+        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.json", "report.html"])
+        timings["write"] = time.perf_counter() - t
+    except BaseException:  # a failure or Ctrl-C: the previous report stays as it was
+        shutil.rmtree(stage, ignore_errors=True)
+        if created:
+            try:
+                out.rmdir()  # only when empty: nothing of anyone else's
+            except OSError:
+                pass
+        raise
+    files = {name: out / name for name in REPORT_FILES}
+    made = [(out / p.name, c) for p, c in made]
     report = Report(comp, out, files, made, timings=timings)
     if log:
         t = time.perf_counter()
@@ -136,12 +149,48 @@ def build_report(
     return report
 
 
-def _clear_previous(out: Path) -> None:
-    """Remove files an earlier report left in `out` (plots that no longer apply)."""
-    for name in REPORT_FILES + PLOT_FILES:
-        (out / name).unlink(missing_ok=True)
-    for p in out.glob("metric_vs_*.png"):
-        p.unlink()
+STAGE_PREFIX = ".report-partial-"
+OWNED_PATTERNS = ("metric_vs_*.png", "interaction_*.png")
+"""Plot files a report writes besides REPORT_FILES and PLOT_FILES (one per axis)."""
+
+
+def _stage(out: Path) -> tuple[Path, bool]:
+    """A new staging folder inside `out` (created, and said so, when missing; StoreError, the
+    report's user error, when it cannot be); staging folders a killed report left behind (their
+    process is gone) are removed first."""
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob(STAGE_PREFIX + "*"):
+            pid = old.name[len(STAGE_PREFIX) :].split("-", 1)[0]
+            if old.is_dir() and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out)), created
+    except OSError as err:
+        raise StoreError(f"--out: {out} cannot be written ({err.strerror or err})") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _commit(stage: Path, out: Path, names: list[str]) -> None:
+    """Move the staged files into `out` (each replace is atomic; `names` in order, report.html
+    last), then remove the previous report's files that this one did not write."""
+    for name in names:
+        os.replace(stage / name, out / name)
+    stage.rmdir()
+    keep = set(names)
+    previous = [out / n for n in REPORT_FILES + PLOT_FILES] + [p for pattern in OWNED_PATTERNS for p in out.glob(pattern)]
+    for path in previous:
+        if path.name not in keep and path.is_file():
+            path.unlink(missing_ok=True)
 
 
 # ---- plots ----------------------------------------------------------------------------------
@@ -236,7 +285,8 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / ATTENTION_MAPS, "attention map, baseline beside gated"), caption))
 
     # gate-score histograms
-    hists = []
+    hists, groups = [], []
+    arms = arm_labels(comp)
     for row in rows:
         if row.axes.get(GATE_AXIS) == BASELINE_GATE:
             continue
@@ -245,54 +295,21 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         counts = gh.get("counts") if isinstance(gh, dict) else None
         if counts and all(isinstance(c, list) and c for c in counts):
             hists.append((labels[id(row)], counts))
+            groups.append(arms.index(row.label(comp.arch_axes)) if arms else len(groups))
     if hists:
         made.append(
             (
-                plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution"),
-                "Gate scores on held-out data, all layers pooled (probes.json of each configuration's lowest seed); "
-                f"log scale: sparse gates pile up near 0{note}.",
+                plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution", groups),
+                "Gate scores on held-out data, all layers pooled, one panel per configuration on shared axes (probes.json of "
+                f"its lowest seed); log scale: sparse gates pile up near 0, and each panel gives its share below "
+                f"{plots.LOW_GATE:g}{note}.",
             )
         )
 
     if comp.ladder is not None:
         made += ladder_plots(comp.ladder, out)
-
-    # metric against each axis
-    folded = {q for qs in comp.together.values() for q in qs}
-    for axis in (a for a in comp.axes if a not in folded):
-        levels = sorted({r.axes[axis] for r in comp.rows}, key=sort_value)
-        if len(levels) < 2:
-            continue
-        panels = []
-        effects = {e.level: e for e in comp.effects.get(axis, [])}
-        for m in comp.metrics[:MAX_AXIS_PANELS]:
-            points = [
-                (levels.index(r.axes[axis]), s.metrics[m.key])
-                for r in comp.rows
-                for s in r.counted.values()
-                if finite(s.metrics.get(m.key))
-            ]
-            if not points:
-                continue
-            if effects:
-                means = [effects[lv].means.get(m.key) for lv in levels]
-            else:
-                means = [next((r.stats[m.key].mean for r in comp.rows if r.axes[axis] == lv), None) for lv in levels]
-            panels.append(plots.AxisPanel(m.key, points, means))
-        if not panels:
-            continue
-        numeric = all(_is_number(v) for v in levels)
-        log_x = numeric and all(float(v) > 0 for v in levels) and max(float(v) for v in levels) / min(float(v) for v in levels) >= 100
-        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in axis)
-        made.append(
-            (
-                plots.metric_vs_axis(
-                    comp.axis_title(axis), [axis_text(v) for v in levels], panels, out / f"metric_vs_{safe}.png", log_x=log_x
-                ),
-                f"{', '.join(p.metric for p in panels)} against {comp.axis_title(axis)}: dots are finished runs, the line joins "
-                "the level means " + ("averaged over the other axes (main effect)." if effects else "over seeds."),
-            )
-        )
+    made += _axis_plots(comp, out, plots)
+    made += _interaction_plots(comp, out, plots)
     return made
 
 
@@ -376,6 +393,121 @@ def ladder_target_caption(ladder) -> str:
     from .ladder import target_text
 
     return target_text(ladder)
+
+
+def _safe(axis: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in axis)
+
+
+def _axis_plots(comp: Comparison, out: Path, plots) -> list[tuple[Path, str]]:
+    """Each metric against each axis, levels in the sweep's order; for an axis that is not an
+    arm's (a model size, a learning rate), one line per arm, so that each arm's course shows."""
+    made = []
+    folded = {q for qs in comp.together.values() for q in qs}
+    for axis in (a for a in comp.axes if a not in folded):
+        levels = comp.levels[axis]
+        if len(levels) < 2:
+            continue
+        per_arm = bool(comp.arch_axes) and axis not in comp.arch_axes
+        arms = arm_labels(comp) if per_arm else []
+        panels = []
+        effects = {e.level: e for e in comp.effects.get(axis, [])}
+        for m in [m for m in comp.metrics if not _constant(comp, m.key)][:MAX_AXIS_PANELS]:
+            points, owners = [], []
+            for r in comp.rows:
+                for run in r.counted.values():
+                    if finite(run.metrics.get(m.key)):
+                        points.append((levels.index(r.axes[axis]), run.metrics[m.key]))
+                        owners.append(arms.index(r.label(comp.arch_axes)) if per_arm else 0)
+            if not points:
+                continue
+            if effects:
+                means = [effects[lv].means.get(m.key) if lv in effects else None for lv in levels]
+            else:
+                means = [next((r.stats[m.key].mean for r in comp.rows if r.axes[axis] == lv), None) for lv in levels]
+            series = [(arm, [_mean_of(comp, axis, lv, arm, m.key) for lv in levels]) for arm in arms]
+            panels.append(plots.AxisPanel(m.key, points, means, series, owners if per_arm else []))
+        if not panels:
+            continue
+        numeric = all(_is_number(v) for v in levels)
+        log_x = numeric and all(float(v) > 0 for v in levels) and max(float(v) for v in levels) / min(float(v) for v in levels) >= 100
+        lines = (
+            "one line per arm joins its means (over seeds and any other axis)"
+            if per_arm
+            else "the line joins the level means " + ("averaged over the other axes (main effect)" if effects else "over seeds")
+        )
+        made.append(
+            (
+                plots.metric_vs_axis(
+                    comp.axis_title(axis), [axis_text(v) for v in levels], panels, out / f"metric_vs_{_safe(axis)}.png", log_x=log_x
+                ),
+                f"{', '.join(p.metric for p in panels)} against {comp.axis_title(axis)}, levels in the sweep's order: dots are "
+                f"finished runs, {lines}.",
+            )
+        )
+    return made
+
+
+def arm_labels(comp: Comparison) -> list[str]:
+    """Every arm's label in row order (the baseline's first when it comes first): the colour
+    index of an arm in every plot."""
+    return list(dict.fromkeys(r.label(comp.arch_axes) for r in comp.rows)) if comp.arch_axes else []
+
+
+def _constant(comp: Comparison, key: str) -> bool:
+    """Whether every finished run logged the same value (0 spikes everywhere): nothing to plot."""
+    values = {run.metrics[key] for r in comp.rows for run in r.counted.values() if finite(run.metrics.get(key))}
+    return len(values) <= 1
+
+
+def _mean_of(comp: Comparison, axis: str, level: str, arm: str, key: str) -> float | None:
+    """The mean over the rows of one arm at one level of its seed means."""
+    vals = [
+        r.stats[key].mean for r in comp.rows if r.axes[axis] == level and r.label(comp.arch_axes) == arm and r.stats[key].mean is not None
+    ]
+    return math.fsum(vals) / len(vals) if vals else None
+
+
+def _interaction_plots(comp: Comparison, out: Path, plots) -> list[tuple[Path, str]]:
+    """One plot per interaction: each arm's Δ at every level of the axis, per metric."""
+    made = []
+    arms = arm_labels(comp)
+    for inter in comp.interactions:
+        panels = []
+        for m in comp.metrics:
+            table = inter.cells.get(m.key)
+            if table is None or len(panels) >= MAX_AXIS_PANELS:
+                continue
+            series = [
+                plots.DeltaSeries(
+                    arm,
+                    [c.diff for c in cells],
+                    [
+                        (c.delta.boot_lo, c.delta.boot_hi)
+                        if c.delta is not None and c.delta.boot_lo is not None and c.delta.boot_hi is not None
+                        else None
+                        for c in cells
+                    ],
+                    [c.significant for c in cells],
+                    arms.index(arm) if arm in arms else 0,
+                )
+                for arm, cells in table.items()
+            ]
+            panels.append(plots.InteractionPanel(m.key, series))
+        if not panels:
+            continue
+        path = plots.interaction_plot(
+            comp.axis_title(inter.axis), [axis_text(v) for v in inter.levels], panels, out / f"interaction_{_safe(inter.axis)}.png"
+        )
+        made.append(
+            (
+                path,
+                f"Each arm's Δ against the baseline ({comp.baseline_text}) at each level of {comp.axis_title(inter.axis)} "
+                f"({', '.join(p.metric for p in panels)}): filled markers are significant at 0.05 after Holm, bars the 95% "
+                "bootstrap interval of the paired Δ; dashed: no effect.",
+            )
+        )
+    return made
 
 
 def _is_number(v: str) -> bool:

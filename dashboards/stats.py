@@ -18,9 +18,17 @@
   also has its power to detect the observed Δ and the **seeds needed** for 80% power, at α 0.05
   and at α/m, the level the correction holds the smallest of the m p values to.
 - **Best** per column: the lowest (or highest) mean among rows, per the metric's direction
-  (`dashboards.metrics`); metrics with no better side (the gate score) mark nothing.
+  (`dashboards.metrics`), marked only where the difference is significant after Holm: a row
+  whose Δ against its baseline is, or a baseline row every row compared with it differs from
+  significantly. Metrics with no better side (the gate score) mark nothing; neither does a sweep
+  without a baseline row (no tests, so nothing is shown to be better).
 - **Main effects** per axis: for each level, the metric averaged over the configurations at that
   level (each configuration's seed mean weighs the same), i.e. averaged over the other axes.
+- **Interactions**: each arm's Δ at every level of each other axis (`dashboards.interactions`).
+- **Levels** of every axis in the sweep's order (`dashboards.levels`): rows, main effects,
+  interactions and plots follow it.
+- **Metrics** asked for (`--metrics`) must be metrics some run of the sweep logged: another name
+  is a `StoreError` (exit 2) with the closest logged names, before anything is written.
 
 Metric values are the runs' final values (REFERENCE §3 defines them); only finished runs count.
 
@@ -33,14 +41,20 @@ from __future__ import annotations
 
 import math
 
+from gatedmodels.typedconfig import did_you_mean
+
 from .comparison import Comparison, Effect, Row
+from .interactions import interactions
+from .levels import BASELINE_VALUES, level_order, sort_value
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
 from .records import BASELINE_AXES, BASELINE_TEXT, RunRecord, StoreError, SweepRuns, finite, is_variant_setting
 from .seedstats import Delta, Stat, apply_holm, describe, holm, paired, t_quantile, t_two_sided_p
 
-BASELINE_VALUES = frozenset(BASELINE_AXES.values())
+MAX_LISTED_METRICS = 24
+"""Logged metrics an unknown --metrics name's message lists."""
 
 __all__ = [
+    "BASELINE_VALUES",
     "Comparison",
     "Delta",
     "Effect",
@@ -65,17 +79,6 @@ def is_seed_axis(path: str) -> bool:
     return path.rsplit(".", 1)[-1] == "seed"
 
 
-def sort_value(v: str) -> tuple:
-    """Order axis values: the baseline's (gate `none`, attention `softmax`) first, numbers
-    numerically, then text."""
-    if v in BASELINE_VALUES:
-        return (0, 0.0, "")
-    try:
-        return (1, float(v), "")
-    except ValueError:
-        return (2, 0.0, v)
-
-
 def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[str, str] | None = None) -> Comparison:
     """Group the sweep's runs into rows and compute every statistic the report shows.
 
@@ -84,6 +87,8 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
     architecture axes, and every other row is compared with that row at equal remaining axes."""
     axes = [p for p in sweep.axes if not is_seed_axis(p)]
     seed_axes = [p for p in sweep.axes if is_seed_axis(p)]
+    _check_metrics(sweep, metrics)
+    levels = level_order(sweep, axes)
 
     groups: dict[tuple, list[RunRecord]] = {}
     for run in sweep.runs:
@@ -93,7 +98,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
     rows: list[Row] = []
     unfinished: list[RunRecord] = []
     superseded: list[RunRecord] = []
-    for key in sorted(groups, key=lambda k: tuple(sort_value(v) for v in k)):
+    for key in sorted(groups, key=lambda k: tuple(levels[p].index(v) for p, v in zip(axes, k))):
         runs = groups[key]
         cells: dict[tuple, list[RunRecord]] = {}
         for run in runs:
@@ -119,7 +124,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
         for m in specs:
             row.stats[m.key] = describe({s: r.metrics[m.key] for s, r in row.counted.items() if m.key in r.metrics})
 
-    reference = {**BASELINE_AXES, **_checked_baseline(baseline or {}, rows, axes)}
+    reference = {**BASELINE_AXES, **_checked_baseline(baseline or {}, levels, axes)}
     _baselines(rows, axes, reference)
     for row in rows:
         if row.baseline is not None:
@@ -131,14 +136,19 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
     apply_holm(tests)
     _mark_best(rows, specs)
     uniform = [r.metrics[UNIFORM_FIRST_TOKEN] for row in rows for r in row.counted.values() if finite(r.metrics.get(UNIFORM_FIRST_TOKEN))]
+    zipped = together(rows, axes)
+    arch = [p for p in axes if p in reference or is_variant_setting(p)] if any(p in reference for p in axes) else []
     return Comparison(
         sweep=sweep,
         axes=axes,
         seed_axes=seed_axes,
         metrics=specs,
         rows=rows,
-        effects=main_effects(rows, axes, specs),
-        together=together(rows, axes),
+        effects=main_effects(rows, axes, specs, levels),
+        together=zipped,
+        levels=levels,
+        arch_axes=arch,
+        interactions=interactions(rows, axes, arch, levels, specs, {q for qs in zipped.values() for q in qs}),
         unfinished=sorted(unfinished, key=lambda r: r.name),
         superseded=sorted(superseded, key=lambda r: r.name),
         uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
@@ -147,16 +157,31 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
     )
 
 
-def _checked_baseline(baseline: dict[str, str], rows: list[Row], axes: list[str]) -> dict[str, str]:
+def _check_metrics(sweep: SweepRuns, metrics: list[str] | None) -> None:
+    """StoreError for a --metrics name no run of the sweep logged, with the closest logged names:
+    a typo must not become an empty column (or an empty report)."""
+    if not metrics:
+        return
+    logged = sorted({k for r in sweep.runs for k in r.metrics})
+    unknown = [m for m in metrics if m not in logged]
+    if not unknown:
+        return
+    named = ", ".join(f"{m!r}{did_you_mean(m, logged)}" for m in unknown)
+    top = [k for k in logged if "/layer_" not in k and not k.startswith("system/")]  # per-layer and system metrics not listed
+    shown = ", ".join(top[:MAX_LISTED_METRICS]) + (f", ... ({len(top) - MAX_LISTED_METRICS} more)" if len(top) > MAX_LISTED_METRICS else "")
+    what = "is not a metric" if len(unknown) == 1 else "are not metrics"
+    raise StoreError(f"--metrics: {named} {what} of sweep {sweep.name}; its runs logged: {shown or 'none'}")
+
+
+def _checked_baseline(baseline: dict[str, str], levels: dict[str, list[str]], axes: list[str]) -> dict[str, str]:
     """The user's baseline values, each an axis of the sweep and one of its levels (StoreError:
     the report's user mistake, with what is allowed)."""
     for path, value in baseline.items():
         if path not in axes:
             allowed = ", ".join(p for p in axes if p not in BASELINE_AXES) or "none"
             raise StoreError(f"--baseline {path}={value}: {path} is not an axis this sweep varies (axes: {allowed})")
-        levels = sorted({r.axes[path] for r in rows}, key=sort_value)
-        if value not in levels:
-            raise StoreError(f"--baseline {path}={value}: no configuration has it; {path} takes {', '.join(levels)}")
+        if value not in levels[path]:
+            raise StoreError(f"--baseline {path}={value}: no configuration has it; {path} takes {', '.join(levels[path])}")
     return baseline
 
 
@@ -178,19 +203,30 @@ def _baselines(rows: list[Row], axes: list[str], reference: dict[str, str]) -> N
 
 
 def _mark_best(rows: list[Row], specs: list[MetricSpec]) -> None:
+    """Mark the best mean of each column where it is significantly better (after Holm): a row
+    whose Δ against its baseline is significant, or a baseline row from which every row compared
+    with it differs significantly. Noise never gets the mark."""
     for m in specs:
         if m.better is None:
             continue
         means = [(row, row.stats[m.key].mean) for row in rows if row.stats[m.key].mean is not None]
-        if len(means) < 2:
-            continue
-        if len({v for _, v in means}) == 1:
+        if len(means) < 2 or len({v for _, v in means}) == 1:
             continue  # all equal: nothing stands out
         pick = min if m.better == "min" else max
         best = pick(v for _, v in means)
         for row, v in means:
-            if v == best:
+            if v == best and _significantly_best(row, rows, m.key):
                 row.best.add(m.key)
+
+
+def _significantly_best(row: Row, rows: list[Row], key: str) -> bool:
+    if row.baseline is not None:
+        d = row.deltas.get(key)
+        return d is not None and d.significant
+    if row.is_baseline:
+        compared = [r for r in rows if r.baseline is row and r.stats[key].mean is not None]
+        return bool(compared) and all(key in r.deltas and r.deltas[key].significant for r in compared)
+    return False
 
 
 def together(rows: list[Row], axes: list[str]) -> dict[str, list[str]]:
@@ -210,10 +246,12 @@ def together(rows: list[Row], axes: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def main_effects(rows: list[Row], axes: list[str], specs: list[MetricSpec]) -> dict[str, list[Effect]]:
-    """Axis -> one Effect per level (only when more than one non-seed axis varies: with a single
-    axis the comparison table already is its main effect). Axes varied together with an earlier
-    one (`together`) are folded into it."""
+def main_effects(
+    rows: list[Row], axes: list[str], specs: list[MetricSpec], levels: dict[str, list[str]] | None = None
+) -> dict[str, list[Effect]]:
+    """Axis -> one Effect per level, in `levels`' order (default: `sort_value`'s), only when more
+    than one non-seed axis varies (with a single axis the comparison table already is its main
+    effect). Axes varied together with an earlier one (`together`) are folded into it."""
     out: dict[str, list[Effect]] = {}
     if len(axes) < 2:
         return out
@@ -221,9 +259,9 @@ def main_effects(rows: list[Row], axes: list[str], specs: list[MetricSpec]) -> d
     for p in axes:
         if p in folded:
             continue
-        levels = sorted({r.axes[p] for r in rows}, key=sort_value)
+        order = levels[p] if levels else sorted({r.axes[p] for r in rows}, key=sort_value)
         effects = []
-        for level in levels:
+        for level in order:
             at = [r for r in rows if r.axes[p] == level and r.n]
             means: dict[str, float | None] = {}
             for m in specs:

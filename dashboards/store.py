@@ -17,7 +17,9 @@ Two ways to read the runs, with the same result (a test checks it on a real stor
 - a local SQLite store (`sqlite:///`, the default): the same rows read directly, read-only
   (`dashboards.sqlite_reader`), ~25x faster. On any schema surprise it falls back to
   `search_runs`; `GATESWEEP_REPORT_SEARCH_RUNS=1` forces the API.
-Metric histories and artifacts are fetched only for the few runs a plot shows (`dashboards.artifacts`).
+Metric histories and artifacts are fetched only for the few runs a plot shows (`dashboards.artifacts`);
+the one artifact every report reads is the sweep file on the parent run, for the order of the
+axes' values (`dashboards.levels`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from orchestrator.tracking import STATES, all_experiments, client, file_store_path, names, quoted, redact_uri, search_all, sqlite_path
 
-from .artifacts import ArtifactCache, json_artifact, local_artifact, metric_history
+from .artifacts import ArtifactCache, json_artifact, local_artifact, metric_history, sweep_file
 from .records import (
     BASELINE_GATE,
     GATE_AXIS,
@@ -154,8 +156,10 @@ def read_sweep(uri: str, name: str | None, *, parent_id: str | None = None, expe
                 raise
             sweep = None  # a schema this reader does not know: MLflow's API reads it
     if sweep is None:
-        sweep = read_sweep_api(cl if cl is not None else open_client(uri), uri, name, parent_id=parent_id, experiment=experiment)
+        cl = cl if cl is not None else open_client(uri)
+        sweep = read_sweep_api(cl, uri, name, parent_id=parent_id, experiment=experiment)
     resolve_axes(sweep)
+    sweep.sweep_file = sweep_file(lambda: cl if cl is not None else open_client(uri), sweep.parent)
     sweep.read_s = time.perf_counter() - t0
     return sweep
 

@@ -19,14 +19,24 @@ _TEX = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
     "–": "--",
+    "−": "-",
     "±": r"$\pm$",
     "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+    "≤": r"$\leq$",
+    "≥": r"$\geq$",
+    "·": r"$\cdot$",
 }
 
 
 def tex(text: str) -> str:
-    return "".join(_TEX.get(c, c) for c in text)
+    """Text for LaTeX's default (OT1) fonts: its special characters escaped, `<` and `>` (which
+    OT1 prints as ¡ and ¿) and the report's few non-ASCII signs spelled as commands."""
+    return "".join(_TEX.get(c, c) for c in str(text))
 
 
 def _tex_stat(stat: Stat, best: bool) -> str:
@@ -68,9 +78,14 @@ def latex(comp: Comparison) -> str:
         cells = [tex(axis_text(row.axes[p])) for p in comp.axes] + [str(row.n) if row.status == "ok" else f"{row.n} ({tex(row.status)})"]
         cells += [_tex_stat(row.stats[m.key], m.key in row.best) for m in comp.metrics]
         body.append(cells)
-    lines = [f"% gatesweep report: sweep {s.name}, parent run {s.parent.run_id}; requires \\usepackage{{booktabs}}"]
+    lines = [f"% gatesweep report: sweep {' '.join(s.name.split())}, parent run {s.parent.run_id}; requires \\usepackage{{booktabs}}"]
     lines += _tex_table(
-        tex(f"Sweep {s.name}: mean ± std over seeds; best in bold; -- where a metric does not apply."), header, body, len(comp.axes)
+        tex(
+            f"Sweep {s.name}: mean ± std over seeds; best in bold where significantly better after Holm; -- where a metric does not apply."
+        ),
+        header,
+        body,
+        len(comp.axes),
     )
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
@@ -84,12 +99,13 @@ def latex(comp: Comparison) -> str:
                     "--"
                     if d is None
                     else tex(delta_text(d, row.baseline.stats[m.key], relative=False))
-                    + (rf" {{\scriptsize($p$={p_text(d.p)}, Holm {p_text(d.p_holm)})}}" if d.p is not None else "")
+                    + (rf" {{\scriptsize($p$={tex(p_text(d.p))}, Holm {tex(p_text(d.p_holm))})}}" if d.p is not None else "")
                 )
             body.append(cells)
         lines += [""] + _tex_table(
             tex(
-                f"Sweep {s.name}: Δ against the gate-none baseline; p: paired t-test over seeds, Holm: adjusted over the {comp.n_tests} tests."
+                f"Sweep {s.name}: Δ against the baseline ({comp.baseline_text}); p: paired t-test over seeds, Holm: adjusted over the "
+                f"{comp.n_tests} tests."
             ),
             header,
             body,

@@ -1,13 +1,27 @@
 """The markdown report of a `Comparison`: pipe tables padded so that the raw text lines up
-(MLflow's artifact viewer shows the raw file), best values in **bold**, and the cells of each
-table (`comparison_cells`, `ci_cells`, `delta_cells`, `effect_cells`, `problem_cells`)."""
+(MLflow's artifact viewer shows the raw file), best values in **bold**, the cells of each table
+(`comparison_cells`, `ci_cells`, `delta_cells`, `effect_cells`, `problem_cells`) and the
+report's sections, one function each (`MD_SECTIONS`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
 
-from .cells import DASH, boot_text, delta_text, header_lines, mean_std, p_pair_text, seeds_lines
+from .cells import (
+    BEST_TEXT,
+    DASH,
+    boot_text,
+    delta_text,
+    header_lines,
+    interaction_cells,
+    interaction_legend,
+    interaction_title,
+    mean_std,
+    p_pair_text,
+    seeds_cells,
+    seeds_legend,
+)
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -76,47 +90,118 @@ def problem_cells(comp: Comparison, runs: list) -> tuple[list[str], list[list[st
     return header, body
 
 
-def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
-    """The report as markdown; `plots` are (file name, caption) shown as images beside it."""
+def md_header(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
     s = comp.sweep
-    n_axes = len(comp.axes)
     lines = [f"# Sweep `{s.name}`: comparison", ""]
     lines += [f"- {ln}" for ln in header_lines(comp)]
-    lines += [f"- store: `{s.uri}`; generated {time.strftime('%Y-%m-%d %H:%M:%S')}", ""]
-    lines += ["## Configurations (mean ± std over seeds)", ""]
+    return lines + [f"- store: `{s.uri}`; generated {time.strftime('%Y-%m-%d %H:%M:%S')}"]
+
+
+def md_configurations(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    n_axes = len(comp.axes)
+    lines = ["## Configurations (mean ± std over seeds)", ""]
     h, b = comparison_cells(comp, lambda t: f"**{t}**")
     lines += _md_table(h, b, [False] * (n_axes + 2) + [True] * len(comp.metrics))
-    lines += ["", "**bold**: best per column. n: finished seeds. status: `ok` when every seed finished.", ""]
-    lines += ["## 95% intervals of the mean (percentile bootstrap over seeds)", ""]
-    h, b = ci_cells(comp)
-    lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
-    h, b = delta_cells(comp)
-    if b:
-        lines += ["", f"## Δ against the baseline ({comp.baseline_text}; other axes equal)", ""]
-        lines += _md_table(h, b, [False] * n_axes + [True] * (1 + len(comp.metrics)))
-        lines += [
-            "",
-            "Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both finished; Holm: p adjusted "
-            f"by Holm's method over the {comp.n_tests} tests of this table (**bold**: significant at 0.05 after it).",
-        ]
-        lines += ["", "## Seeds needed (power of the paired t-test to detect the observed Δ at α 0.05)", ""]
-        lines += [f"- {ln}" for ln in seeds_lines(comp)]
-    for axis in comp.effects:
-        lines += ["", f"## Main effect of `{comp.axis_title(axis)}` (mean over the other axes)", ""]
-        h, b = effect_cells(comp, axis)
-        lines += _md_table(h, b, [False, True] + [True] * len(comp.metrics))
-    if comp.unfinished:
-        lines += ["", "## Runs that did not finish", ""]
-        lines += _md_table(*problem_cells(comp, comp.unfinished))
-    if comp.superseded:
-        lines += ["", "## Superseded runs (another run of the same seed cell counts)", ""]
-        lines += _md_table(*problem_cells(comp, comp.superseded))
-    if comp.ladder is not None:
-        from .ladder_tables import ladder_markdown
+    return lines + ["", f"**bold**: {BEST_TEXT[0].lower()}{BEST_TEXT[1:]} n: finished seeds. status: `ok` when every seed finished."]
 
-        lines += ladder_markdown(comp.ladder).splitlines()
-    if plots:
-        lines += ["", "## Plots", ""]
-        for name, caption in plots:
-            lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
-    return "\n".join(lines).rstrip() + "\n"
+
+def md_intervals(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    lines = ["## 95% intervals of the mean (percentile bootstrap over seeds)", ""]
+    h, b = ci_cells(comp)
+    return lines + _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))
+
+
+def md_deltas(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    h, b = delta_cells(comp)
+    if not b:
+        return []
+    lines = [f"## Δ against the baseline ({comp.baseline_text}; other axes equal)", ""]
+    lines += _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))
+    return lines + [
+        "",
+        "Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both finished; Holm: p adjusted "
+        f"by Holm's method over the {comp.n_tests} tests of this table (**bold**: significant at 0.05 after it).",
+    ]
+
+
+def md_seeds(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    h, b, _ = seeds_cells(comp)
+    if not b:
+        return []
+    lines = ["## Seeds needed (80% power of the paired t-test to detect the observed Δ)", ""]
+    lines += _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))
+    return lines + ["", seeds_legend(comp)]
+
+
+def md_interactions(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    blocks = []
+    for inter in comp.interactions:
+        h, b = interaction_cells(comp, inter, mark=" **+**")
+        blocks.append([f"## {interaction_title(comp, inter)}", "", *_md_table(h, b, [False, False] + [True] * len(inter.levels))])
+    return _joined(blocks + [[interaction_legend(comp, "**+**")]]) if blocks else []
+
+
+def md_effects(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    blocks = []
+    for axis in comp.effects:
+        h, b = effect_cells(comp, axis)
+        title = f"## Main effect of `{comp.axis_title(axis)}` (mean over the other axes)"
+        blocks.append([title, "", *_md_table(h, b, [False, True] + [True] * len(comp.metrics))])
+    return _joined(blocks)
+
+
+def _joined(blocks: list[list[str]]) -> list[str]:
+    out: list[str] = []
+    for block in blocks:
+        out += ([""] if out else []) + block
+    return out
+
+
+def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    blocks = []
+    if comp.unfinished:
+        blocks.append(["## Runs that did not finish", "", *_md_table(*problem_cells(comp, comp.unfinished))])
+    if comp.superseded:
+        title = "## Superseded runs (another run of the same seed cell counts)"
+        blocks.append([title, "", *_md_table(*problem_cells(comp, comp.superseded))])
+    return _joined(blocks)
+
+
+def md_ladder(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    if comp.ladder is None:
+        return []
+    from .ladder_tables import ladder_markdown
+
+    return ladder_markdown(comp.ladder).strip("\n").splitlines()
+
+
+def md_plots(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    if not plots:
+        return []
+    lines = ["## Plots", ""]
+    for name, caption in plots:
+        lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
+    return lines
+
+
+MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] = [
+    md_header,
+    md_configurations,
+    md_intervals,
+    md_deltas,
+    md_seeds,
+    md_interactions,
+    md_effects,
+    md_problems,
+    md_ladder,
+    md_plots,
+]
+"""The report's sections in order, one function each (comparison, plots) -> lines; a section
+with nothing to show returns none. Extend it to add a section."""
+
+
+def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
+    """The report as markdown; `plots` are (file name, caption) shown as images beside it."""
+    blocks = [lines for section in MD_SECTIONS if (lines := section(comp, plots))]
+    return "\n\n".join("\n".join(b).strip("\n") for b in blocks).rstrip() + "\n"

@@ -1,13 +1,14 @@
 """The terminal table of a `Comparison`: fits a width (100 columns by default); metric columns
 that do not fit go to a further block that repeats the axis columns, like a wide data frame;
-then the deltas against the baseline, the main effects and the runs that did not finish."""
+then the deltas against the baseline, the seeds needed, the main effects, the interactions
+(each arm's Δ at every level of each other axis) and the runs that did not finish."""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
 
-from .cells import DASH, axis_headers, delta_text, header_lines, mean_std, p_text, seeds_cell
+from .cells import DASH, axis_headers, delta_text, header_lines, interaction_cells, interaction_title, mean_std, p_text, seeds_cell
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -68,7 +69,10 @@ def terminal(comp: Comparison, width: int = 100) -> str:
             cells.append(text + ("*" if m.key in row.best else ""))
         body.append(cells)
     lines += _terminal_grid(header, body, len(comp.axes) + 2, width)
-    lines.append("* best per column; ± std over seeds. 95% bootstrap intervals: report.md / report.html.")
+    lines += textwrap.wrap(
+        "* best per column where significantly better after Holm; ± std over seeds. 95% bootstrap intervals: report.md / report.html.",
+        width,
+    )
 
     drows = [r for r in comp.rows if r.baseline is not None]
     if drows:
@@ -108,6 +112,11 @@ def terminal(comp: Comparison, width: int = 100) -> str:
         lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
         header = [heads[axis], "configs"] + [m.label for m in comp.metrics]
         body = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in effects]
+        lines += _terminal_grid(header, body, 2, width)
+
+    for inter in comp.interactions:
+        lines += [""] + textwrap.wrap(f"{interaction_title(comp, inter)} (+ : significant at 0.05 after Holm)", width)
+        header, body = interaction_cells(comp, inter, mark="+")
         lines += _terminal_grid(header, body, 2, width)
 
     lines += _problem_lines(comp, width)

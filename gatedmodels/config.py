@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .typedconfig import Config, ConfigError, Issue, deep_merge
+from .typedconfig import Config, ConfigError, Issue, deep_merge, did_you_mean
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
 ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")
@@ -302,7 +302,7 @@ class ModelConfig(Config):
                 )
             )
         if self.size != "custom" and self.size not in PRESETS:
-            out.append(Issue("size", f"got {self.size!r}; allowed: custom, {', '.join(PRESETS)}"))
+            out.append(Issue("size", f"got {self.size!r}{did_you_mean(self.size, list(PRESETS))}; allowed: custom, {', '.join(PRESETS)}"))
         return out
 
     @classmethod
@@ -313,7 +313,7 @@ class ModelConfig(Config):
             return data
         if not isinstance(size, str) or size not in PRESETS:
             where = f"{path}.size" if path else "size"
-            raise ConfigError([Issue(where, f"got {size!r}; allowed: custom, {', '.join(PRESETS)}")])
+            raise ConfigError([Issue(where, f"got {size!r}{did_you_mean(size, list(PRESETS))}; allowed: custom, {', '.join(PRESETS)}")])
         return deep_merge(PRESETS[size]().to_dict(), data)
 
     @classmethod

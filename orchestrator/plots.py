@@ -8,8 +8,11 @@ Comparison of a sweep's configurations:
 - `loss_curves`: training loss of each configuration's seeds overlaid, loss spikes marked;
 - `first_token_layers`: first-token attention per layer per variant, uniform level dashed;
 - `attention_pair`: one attention map of the baseline beside the same layer of a gated variant;
-- `gate_histograms`: distribution of gate scores per gated variant (all layers pooled);
-- `metric_vs_axis`: each metric against one axis, every finished run a dot, level means joined.
+- `gate_histograms`: distribution of gate scores per gated variant (all layers pooled), one
+  small panel each;
+- `metric_vs_axis`: each metric against one axis, every finished run a dot, level means joined
+  (one line per arm when given);
+- `interaction_plot`: each arm's Δ against the baseline at every level of an axis.
 One trial, drawn by the same code: `loss_curve` (with its 0.9-EMA), `first_token_per_layer`,
 `attention_map` (any 2-D array: a list of lists, a NumPy array or a CPU tensor) and
 `gate_histogram` (one line per layer).
@@ -124,22 +127,48 @@ def attention_pair(left: tuple[str, Any], right: tuple[str, Any], path: Path, ti
     return attention_maps([left, right], path, title)
 
 
-def gate_histograms(variants: Sequence[tuple[str, list[list[int]]]], path: Path, title: str = "gate scores") -> Path:
-    """`variants`: (label, per-layer counts over equal bins of [0, 1]); layers are pooled."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    for i, (label, per_layer) in enumerate(variants):
+LOW_GATE = 0.1
+"""Gate scores below this count as "closed" in the gate-score panels' note."""
+
+
+def gate_histograms(
+    variants: Sequence[tuple[str, list[list[int]]]], path: Path, title: str = "gate scores", groups: Sequence[int] | None = None
+) -> Path:
+    """`variants`: (label, per-layer counts over equal bins of [0, 1]); layers are pooled. Small
+    multiples, one panel per variant on shared axes (overlaid lines hid one variant's mass at 0
+    behind another's), each with the share of scores below LOW_GATE; `groups`: each panel's
+    colour index (default: its position)."""
+    n = len(variants)
+    cols = min(n, 4)
+    rows = math.ceil(n / cols) if n else 1
+    fig, axs = plt.subplots(rows, cols, figsize=(2.9 * cols + 0.4, 2.3 * rows + 0.5), squeeze=False, sharex=True, sharey=True)
+    for k, (label, per_layer) in enumerate(variants):
+        ax = axs[k // cols][k % cols]
         bins = len(per_layer[0])
-        pooled = [sum(layer[b] for layer in per_layer) for b in range(bins)]
+        pooled = [sum(layer[b] for layer in per_layer if b < len(layer)) for b in range(bins)]
         total = max(sum(pooled), 1)
-        centers = [(b + 0.5) / bins for b in range(bins)]
-        ax.step(centers, [c / total for c in pooled], where="mid", color=color(i), label=label)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("gate score")
-    ax.set_ylabel("fraction of scores")
-    ax.set_yscale("log")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+        frac = [c / total for c in pooled]
+        ax.bar(
+            [(b + 0.5) / bins for b in range(bins)],
+            [f if f > 0 else float("nan") for f in frac],
+            width=1.0 / bins,
+            color=color(groups[k] if groups is not None and k < len(groups) else k),
+            alpha=0.85,
+        )
+        low = sum(f for b, f in enumerate(frac) if (b + 1) / bins <= LOW_GATE + 1e-9)
+        ax.set_title(label, fontsize=9)
+        ax.text(0.97, 0.93, f"{low:.0%} < {LOW_GATE:g}", transform=ax.transAxes, ha="right", va="top", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for k in range(n, rows * cols):
+        axs[k // cols][k % cols].axis("off")
+    for ax in axs[-1]:
+        ax.set_xlabel("gate score", fontsize=8)
+    for row in axs:
+        row[0].set_ylabel("fraction of scores", fontsize=8)
+    fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
@@ -152,6 +181,11 @@ class AxisPanel:
     """(level index, value) of every finished run."""
     means: list[float | None]
     """Per level: the main effect (mean over configurations)."""
+    series: list[tuple[str, list[float | None]]] = field(default_factory=list)
+    """Optional: (arm, its mean per level), one line each instead of the main effect, so that
+    each arm's course over the axis shows (G1 at each model size beside the baseline)."""
+    point_series: list[int] = field(default_factory=list)
+    """With `series`: the series index of each point (its colour)."""
 
 
 def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel], path: Path, *, log_x: bool = False) -> Path:
@@ -168,8 +202,18 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
         gaps = [b - a for a, b in zip(sorted(xs_of), sorted(xs_of)[1:]) if b > a]
         jitter = 0.15 * (min(gaps) if gaps else 1.0)
         px = [xs_of[i] + jitter * (((j * 7) % 5) - 2) / 2 for j, (i, _) in enumerate(panel.points)]
-        ax.scatter(px, [v for _, v in panel.points], s=14, alpha=0.6, color=color(0))
-        mx = [(xs_of[i], m) for i, m in enumerate(panel.means) if m is not None]
+        if panel.series:
+            colours = [color(panel.point_series[j]) if j < len(panel.point_series) else color(0) for j in range(len(panel.points))]
+            ax.scatter(px, [v for _, v in panel.points], s=12, alpha=0.45, c=colours)
+            for g, (label, values) in enumerate(panel.series):
+                line = [(xs_of[i], v) for i, v in enumerate(values) if v is not None]
+                if line:
+                    ax.plot([x for x, _ in line], [v for _, v in line], "-o", color=color(g), lw=1.3, ms=4, label=label)
+            if k == 0:
+                ax.legend(fontsize=6, loc="best")
+        else:
+            ax.scatter(px, [v for _, v in panel.points], s=14, alpha=0.6, color=color(0))
+        mx = [(xs_of[i], m) for i, m in enumerate(panel.means) if m is not None] if not panel.series else []
         if mx:
             ax.plot([x for x, _ in mx], [m for _, m in mx], "-o", color=color(1), lw=1.3, ms=4, label="mean over other axes")
             spread = [
@@ -197,6 +241,64 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
+
+
+@dataclass
+class DeltaSeries:
+    """One arm's Δ against the baseline at each level of an axis, on one metric."""
+
+    label: str
+    diffs: list[float | None]
+    intervals: list[tuple[float, float] | None]
+    """Per level: the 95% bootstrap interval of the Δ (None without one)."""
+    significant: list[bool]
+    """Per level: significant after Holm (filled marker) or not (hollow)."""
+    group: int = 0
+    """Colour index: the arm's, as in the other plots."""
+
+
+@dataclass
+class InteractionPanel:
+    metric: str
+    series: list[DeltaSeries]
+
+
+def interaction_plot(axis: str, levels: Sequence[str], panels: Sequence[InteractionPanel], path: Path) -> Path:
+    """Each arm's Δ against the baseline at every level of `axis`, one panel per metric; 0 (no
+    effect) dashed; filled markers: significant after Holm."""
+    n = len(panels)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig, axs = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
+    xs = list(range(len(levels)))
+    for k, panel in enumerate(panels):
+        ax = axs[k // cols][k % cols]
+        ax.axhline(0.0, color="gray", ls="--", lw=1)
+        width = 0.25 / max(1, len(panel.series))
+        for g, ser in enumerate(panel.series):
+            off = (g - (len(panel.series) - 1) / 2) * width
+            pts = [(x + off, d, iv, sig) for x, d, iv, sig in zip(xs, ser.diffs, ser.intervals, ser.significant) if d is not None]
+            if not pts:
+                continue
+            c = color(ser.group)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=c, lw=1.2, label=ser.label)
+            for x, d, iv, sig in pts:
+                if iv is not None:
+                    ax.plot([x, x], [iv[0], iv[1]], color=c, lw=1, alpha=0.7)
+                ax.plot([x], [d], "o", ms=5, color=c, markerfacecolor=c if sig else "white")
+        ax.set_title(panel.metric, fontsize=9)
+        ax.set_xticks(xs)
+        long = max(len(v) for v in levels) > 6
+        ax.set_xticklabels(levels, rotation=30 if long else 0, fontsize=7, ha="right" if long else "center")
+        ax.set_xlim(-0.5, len(levels) - 0.5)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.grid(alpha=0.3)
+        if k == 0:
+            ax.legend(fontsize=6, loc="best")
+    for k in range(n, rows * cols):
+        axs[k // cols][k % cols].axis("off")
+    fig.suptitle(f"Δ against the baseline at each level of {axis}", fontsize=10)
+    return _save(fig, path)
 
 
 # ---- one trial ----------------------------------------------------------------------------------

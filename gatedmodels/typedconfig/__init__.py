@@ -13,7 +13,7 @@ It imports nothing from the rest of gatedmodels (an import contract in pyproject
 
 from .base import INT64, Config, Limits, field_type, hints
 from .dicts import deep_merge, flatten_dict, get_dotted, set_dotted
-from .errors import MAX_ISSUES, ConfigError, Issue, describe_range, show
+from .errors import MAX_ISSUES, ConfigError, Issue, describe_range, did_you_mean, show
 
 __all__ = [
     "INT64",
@@ -24,6 +24,7 @@ __all__ = [
     "Limits",
     "deep_merge",
     "describe_range",
+    "did_you_mean",
     "field_type",
     "flatten_dict",
     "get_dotted",

@@ -34,7 +34,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 from .coercion import coerce
 from .dicts import _copy, _join, flatten_dict
-from .errors import ConfigError, Issue, _close_match, describe_range, show
+from .errors import ConfigError, Issue, describe_range, did_you_mean, show
 from .fielddocs import docs_under_fields
 
 INT64 = (-(2**63), 2**63 - 1)
@@ -144,7 +144,7 @@ class Config:
         issues: list[Issue] = []
         for key in data:
             if key not in names:
-                hint = _close_match(key, names)
+                hint = did_you_mean(key, names)
                 allowed = ", ".join(names)
                 issues.append(Issue(_join(path, str(key)), f"unknown key{hint}; allowed: {allowed}"))
         for f in dataclasses.fields(cls):

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from .errors import ConfigError, Issue, _close_match, show
+from .errors import ConfigError, Issue, did_you_mean, show
 
 MAX_STR = 8000
 """Longest string value (MLflow's limit for a tag value)."""
@@ -60,7 +60,7 @@ def coerce(tp: Any, value: Any, path: str, issues: list[Issue]) -> Any:
         allowed = get_args(tp)
         if value in allowed and type(value) is type(allowed[allowed.index(value)]):
             return value
-        hint = _close_match(value, [str(a) for a in allowed])
+        hint = did_you_mean(value, [str(a) for a in allowed])
         issues.append(Issue(path, f"got {show(value)}; allowed: {', '.join(map(str, allowed))}{hint}"))
         return value
     if origin in (typing.Union, types.UnionType):

@@ -1,6 +1,6 @@
 """How config problems are reported: `Issue` (a dotted path and what is wrong there), `ConfigError`
 (every issue found, raised together), and the short renderings the messages use: `show` for a user
-value, `describe_range` for a numeric range, `_close_match` for a "did you mean" hint."""
+value, `describe_range` for a numeric range, `did_you_mean` for a "did you mean" hint."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _close_match(value: Any, names: list[str]) -> str:
+def did_you_mean(value: Any, names: list[str]) -> str:
     """` (did you mean 'x'?)` for a short string close to one of `names`, else ''."""
     if not isinstance(value, str) or len(value) > 100:
         return ""

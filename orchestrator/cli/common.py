@@ -27,13 +27,19 @@ def writable_dir(path: str | Path, flag: str) -> Path:
 
 def tracking_uri(explicit: str | None, configured: str | None = None) -> str:
     """The absolute tracking URI: --tracking-uri, else the file's tracking.uri, else
-    MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db; UserError for one MLflow cannot use."""
-    from orchestrator.tracking import resolve_tracking_uri
+    MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db; UserError for one MLflow cannot use,
+    and for a remote store that does not answer (or refuses the credentials), in a few seconds
+    rather than after MLflow's retries. A command calls it when it is going to use the store."""
+    from orchestrator.launch.preflight import DB_PORTS, check_tracking_uri
+    from orchestrator.tracking import resolve_tracking_uri, scheme_of
 
     try:
-        return resolve_tracking_uri(explicit or configured)
+        uri = resolve_tracking_uri(explicit or configured)
     except ConfigError as err:
         raise UserError(str(err)) from None
+    if scheme_of(uri) in ("http", "https", *DB_PORTS):  # a store behind a server: does it answer?
+        check_tracking_uri(uri)
+    return uri
 
 
 def config_error(err: ConfigError, source: str | Path) -> UserError:

@@ -1,12 +1,21 @@
 """Entry point: `gatesweep COMMAND ...`.
 
 Exit codes scripts can rely on: 0 success; 1 a trial or sweep failed; 2 a user error (bad file,
-bad flag, bad value: one message, no traceback, nothing launched); 130 interrupted.
+bad flag, bad value: one message, no traceback, nothing launched) or a tracking store that
+cannot be used (unreachable, refusing, no such run); 130 interrupted; 141 the output was closed
+(`gatesweep plan FILE | head -1`: the reader stopped reading, so nothing more is said).
+
+The contract holds for every command of `COMMANDS` in one place, here: a `UserError` or
+`ConfigError`, Ctrl-C, a closed stdout, and an error of the tracking store (MLflow's, its HTTP
+client's, its database's) end in one line on stderr and that exit status, never a traceback. A
+command resolves its store through `common.tracking_uri`, which checks that a remote one answers
+before the command starts (MLflow itself retries a dead server for about half a minute).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gatedmodels.typedconfig import ConfigError
@@ -58,16 +67,94 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
-    except UserError as err:
-        print(f"gatesweep: error: {err}", file=sys.stderr)
-        return 2
-    except ConfigError as err:
-        print(f"gatesweep: error: {err}", file=sys.stderr)
-        return 2
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the contract, not at the interpreter's exit
+        return code
+    except (UserError, ConfigError) as err:
+        return _fail(str(err), 2)
     except KeyboardInterrupt:
-        print("gatesweep: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", 130)
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise  # another pipe broke (a child's): not the reader going away
+        return closed_output()
+    except Exception as err:
+        reason = store_failure(err)
+        if reason is None:
+            raise  # a bug: its traceback is what a report of it needs
+        return _fail(reason, 2)
+
+
+EXIT_CLOSED_OUTPUT = 141
+"""128 + SIGPIPE: what a shell reports for a program stopped by a closed pipe."""
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        print(f"gatesweep: error: {message}" if code != 130 else f"gatesweep: {message}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, ValueError):  # stderr closed too: the exit status is all there is
+        pass
+    return code
+
+
+def closed_output() -> int:
+    """The reader of stdout went away (`| head -1`): stop quietly, as `cat` or `grep` do."""
+    _quiet_stdout()
+    return EXIT_CLOSED_OUTPUT
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone: poll reports an error on it."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout: the write that failed was to it
+        return True
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush has nowhere to fail."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's capture)
+        pass
+
+
+#: (top-level module, class name, what failed) of the exceptions a tracking store raises: MLflow's
+#: own, its databases' and its HTTP client's. Matched on the class hierarchy, so nothing is
+#: imported here.
+STORE_ERRORS = (
+    ("mlflow", "MlflowException", "the tracking store failed"),
+    ("sqlalchemy", "SQLAlchemyError", "the tracking store failed"),
+    ("sqlite3", "Error", "the tracking store failed"),
+    ("requests", "RequestException", "a request to a server failed"),
+    ("urllib3", "HTTPError", "a request to a server failed"),
+)
+
+
+def store_failure(err: BaseException) -> str | None:
+    """One line for an error of the tracking store (the error or one it was raised from), else None."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for cls in type(current).__mro__:
+            for module, name, what in STORE_ERRORS:
+                if cls.__module__.split(".")[0] == module and cls.__name__ == name:
+                    text = " ".join(str(current).split())
+                    return f"{what}: {type(current).__name__}: {text[:400] or 'no message'}"
+        current = current.__cause__ or current.__context__
+    return None
 
 
 if __name__ == "__main__":

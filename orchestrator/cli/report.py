@@ -3,10 +3,13 @@
 Rows are configurations (seeds grouped: mean ± std, 95% CI, n), columns the axes that vary and
 the paper's metrics; deltas against the baseline (no gate, softmax attention; with --baseline
 AXIS=VALUE also that value, e.g. a parameter-matched baseline) with a paired t-test over matching
-seeds; the best value per column marked; a main-effect summary per axis; failed and running
+seeds; the best value per column marked where significantly better after Holm; main effects and
+each arm's Δ at every level of the other axes (interactions); failed and running
 trials listed. The chosen --format goes to stdout (progress to stderr); report.md, report.html
 (one self-contained file), report.csv, report.tex and the plots go to --out, and report.md,
 report.html, report.csv and the plots are logged under `report/` on the sweep's MLflow parent run.
+An unknown --metrics name is an error (exit 2, with the closest logged names) before anything is
+written, and a report that fails halfway leaves the previous one in --out as it was.
 """
 
 from __future__ import annotations
@@ -15,10 +18,41 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Callable
 
 from .common import UserError, tracking_uri
 
-FORMATS = ("table", "md", "html", "csv", "latex", "json")
+
+def _table(report) -> str:
+    from dashboards.tables import RENDERERS
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    return RENDERERS["table"](report.comparison, width=max(60, width))
+
+
+def _file(name: str) -> Callable:
+    return lambda report: report.files[name].read_text(encoding="utf-8")
+
+
+def _rendered(fmt: str) -> Callable:
+    def render(report) -> str:
+        from dashboards.tables import RENDERERS
+
+        return RENDERERS[fmt](report.comparison)
+
+    return render
+
+
+FORMATS: dict[str, Callable] = {
+    "table": _table,
+    "md": _file("report.md"),
+    "html": _file("report.html"),
+    "csv": _rendered("csv"),
+    "latex": _rendered("latex"),
+    "json": _file("report.json"),
+}
+"""--format NAME -> what goes to stdout: a function of the built `dashboards.report.Report`. Add
+an entry to add a format."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -29,12 +63,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("name", nargs="?", help="sweep name (its newest launch); optional with --parent")
-    p.add_argument("--format", choices=FORMATS, default="table", help="what to print on stdout (default: table)")
+    p.add_argument("--format", choices=list(FORMATS), default="table", help="what to print on stdout (default: table)")
     p.add_argument("--out", help="folder for report.md/.html/.csv/.tex and the plots (default: reports/NAME)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--experiment", help="look for the sweep in this experiment only (default: every experiment)")
     p.add_argument("--parent", metavar="RUN_ID", help="report this launch (parent run id) instead of the newest")
-    p.add_argument("--metrics", help="comma-separated metric columns (default: the paper's metrics that were logged)")
+    p.add_argument(
+        "--metrics",
+        help="comma-separated metric columns, each a metric the sweep's runs logged (default: the paper's metrics that were logged)",
+    )
     p.add_argument(
         "--baseline",
         action="append",
@@ -75,7 +112,6 @@ def _flops(text: str) -> float:
 def run(args) -> int:
     from dashboards.report import build_report
     from dashboards.store import StoreError
-    from dashboards.tables import RENDERERS
 
     from ..tracking import redact_uri
 
@@ -116,21 +152,13 @@ def run(args) -> int:
     except StoreError as err:
         raise UserError(str(err)) from None
 
-    if args.format == "table":
-        width = shutil.get_terminal_size((100, 24)).columns
-        sys.stdout.write(RENDERERS["table"](report.comparison, width=max(60, width)))
-    elif args.format == "html":
-        sys.stdout.write(report.files["report.html"].read_text(encoding="utf-8"))
-    elif args.format in ("md", "json"):
-        sys.stdout.write(report.files[f"report.{args.format}"].read_text(encoding="utf-8"))
-    else:
-        sys.stdout.write(RENDERERS[args.format](report.comparison))
+    sys.stdout.write(FORMATS[args.format](report))
     sys.stdout.flush()
 
     comp = report.comparison
     for m in comp.metrics if metrics else []:
         if all(row.stats[m.key].n == 0 for row in comp.rows):
-            say(f"warning: --metrics: no finished run logged {m.key!r}")
+            say(f"warning: --metrics: {m.key!r} was logged only by runs that did not finish")
     t = report.timings
     say(
         f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, report.json, {len(report.plots)} plots) "

@@ -34,8 +34,22 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tracking-uri", help="MLflow tracking URI (default: the sweep's tracking.uri, MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)"
     )
-    p.add_argument("--max-concurrent", type=int, help="trials at once (default: resources.max_concurrent, else what the cluster fits)")
+    p.add_argument(
+        "--max-concurrent",
+        type=int,
+        help="trials at once; 0: as many as the cluster fits (default: resources.max_concurrent, whose 0 means the same)",
+    )
     p.add_argument("--runs-dir", default="runs", help="sweep state and checkpoints (default: ./runs; shared storage on a cluster)")
+
+
+def check_max_concurrent(value: int | None) -> None:
+    """--max-concurrent takes what resources.max_concurrent takes, with the same meaning (0: as
+    many trials as the cluster fits)."""
+    from orchestrator.spec.search import ResourcesConfig
+
+    low, high = ResourcesConfig.LIMITS["max_concurrent"]
+    if value is not None and not low <= value <= high:
+        raise UserError(f"--max-concurrent: got {value}; allowed: {low}..{high:,} (0: as many as the cluster fits)")
 
 
 def resolve_uri(args, spec) -> str:
@@ -45,8 +59,7 @@ def resolve_uri(args, spec) -> str:
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from orchestrator.launch.launcher import Launcher
 
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise UserError(f"--max-concurrent: got {args.max_concurrent}; allowed: >= 1")
+    check_max_concurrent(args.max_concurrent)
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
 

@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from gatedmodels.typedconfig import did_you_mean
+
 ONLINE_ENV = "GATESWEEP_ONLINE"
 LOCAL_SUFFIXES = (".txt", ".text", ".md", ".jsonl", ".json", ".parquet", ".csv")
 
@@ -156,8 +158,9 @@ def source_problem(source: str) -> str | None:
         return None if name else f"got {source!r}; expected hf:NAME[:CONFIG], e.g. hf:roneneldan/TinyStories"
     path = Path(source).expanduser()
     allowed = ", ".join([*SYNTHETIC, *OFFLINE_CORPORA, "hf:NAME[:CONFIG]", "a local file or folder"])
-    if not path.exists():
-        return f"got {source!r}: no such file or folder; allowed: {allowed}"
+    if not path.exists():  # a misspelt corpus name was made a path against the sweep file's folder
+        hint = did_you_mean(path.name, [*SYNTHETIC, *OFFLINE_CORPORA])
+        return f"got {source!r}: no such file or folder{hint}; allowed: {allowed}"
     if path.is_file() and path.suffix.lower() not in LOCAL_SUFFIXES:
         return f"got {source!r}; local files must end in {', '.join(LOCAL_SUFFIXES)}"
     return None

@@ -208,16 +208,20 @@ class RayCluster:
             )
 
     def concurrency(self) -> int:
-        """Trials at once: --max-concurrent, else resources.max_concurrent, else what the cluster fits."""
+        """Trials at once: --max-concurrent, else resources.max_concurrent (0 in either: what the cluster fits)."""
         import ray
 
-        res = self.resources
-        if self.max_concurrent:
-            return self.max_concurrent
-        if res.max_concurrent:
-            return res.max_concurrent
-        total = ray.cluster_resources()
-        n = int(total.get("CPU", 1) // (res.cpus_per_worker * res.workers_per_trial))
-        if res.gpus_per_worker:
-            n = min(n, int(total.get("GPU", 0) // (res.gpus_per_worker * res.workers_per_trial)))
-        return max(1, n)
+        return trials_at_once(self.max_concurrent, self.resources, ray.cluster_resources())
+
+
+def trials_at_once(requested: int | None, res, total: dict) -> int:
+    """Trials at once: `requested` (--max-concurrent) when given, else `res.max_concurrent`; 0
+    means the same on the command line as in the sweep file: as many as the cluster's CPUs (and
+    GPUs, `total`: Ray's cluster resources) fit, at least one."""
+    n = res.max_concurrent if requested is None else requested
+    if n:
+        return n
+    fit = int(total.get("CPU", 1) // (res.cpus_per_worker * res.workers_per_trial))
+    if res.gpus_per_worker:
+        fit = min(fit, int(total.get("GPU", 0) // (res.gpus_per_worker * res.workers_per_trial)))
+    return max(1, fit)

@@ -76,12 +76,66 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     Each section (model, data, ...) of a cell depends only on the cell's axes inside that
     section, so sections are built and validated once per distinct combination: a 10,000-cell
     grid validates a handful of sections, not 10,000 trial configs from scratch."""
-    rungs = spec.rung_plans() if spec.ladder is not None else []  # valid: SweepSpec checked them
+    expansion, issues = _expand(spec)
+    if issues:
+        raise ConfigError(issues, str(source) if source else None)
+    return expansion
+
+
+def cell_problems(spec: SweepSpec, known: Collection[str] = ()) -> list[Issue]:
+    """What `expand` would raise: the problems of the sweep's cells, each once, and the launch
+    checks (`_launch_problems`) over the valid cells, except the problems whose text (`path:
+    message`, before the cell is named) is in `known`, the base's own. `SweepSpec.problems` calls
+    it, so a file's base, grid, zip, search and scheduler problems are reported in one round."""
+    return _expand(spec, set(known))[1]
+
+
+def _expand(spec: SweepSpec, known: set[str] | None = None) -> tuple[Expansion, list[Issue]]:
+    checked = _check_cells(spec, known)
+    trials = checked.trials
+    varying = _varying_axes(spec, trials)
+    for t in trials:
+        t.axes = {path: t.rung.name if path == RUNG_AXIS and t.rung else _axis_value(t.axis_config, path) for path in varying}
+    zipped = {p for group in spec.zip for p in group}
+    _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
+    issues = checked.issues + _launch_problems(spec, trials)
+    return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying, checked.rungs), issues
+
+
+@dataclass
+class _Checked:
+    trials: list[ExpandedTrial]
+    """The valid cells, duplicates dropped (not yet named)."""
+    issues: list[Issue]
+    cells: int
+    excluded: int
+    duplicates: int
+    rungs: list[RungPlan] = field(default_factory=list)
+
+
+def _rungs(spec: SweepSpec) -> list[RungPlan] | None:
+    """The ladder's rungs ([] without one), or None when they cannot be planned (the ladder's
+    problems are `SweepSpec.problems`' to report)."""
+    if spec.ladder is None:
+        return []
+    try:
+        return spec.rung_plans()
+    except ConfigError:
+        return None
+
+
+def _check_cells(spec: SweepSpec, known: set[str] | None = None) -> _Checked:
+    """Build and validate every cell that is not excluded (sections cached per distinct
+    combination of their axes' values); each problem once, with the first cell that has it."""
+    rungs = _rungs(spec)
+    if rungs is None:
+        return _Checked([], [], 0, 0, 0)
     by_rung = {r.name: r for r in rungs}
     cells = _cells(spec, rungs)  # SweepSpec bounds their number (MAX_CELLS)
     by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
     for path in list(spec.grid) + [p for group in spec.zip for p in group]:
         by_section[path.split(".")[0]].append(path)
+    base_model = None
     if rungs:  # a rung sets the model's shape and the training budget
         by_section["model"].append(RUNG_AXIS)
         by_section["train"].append(RUNG_AXIS)
@@ -91,7 +145,7 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
     seen: set[str] = set()
     excluded = duplicates = 0
     issues: list[Issue] = []
-    reported: set[str] = set()
+    reported: set[str] = set(known or ())
     for cell in cells:
         if any(_matches(cell, entry) for entry in spec.exclude):
             excluded += 1
@@ -132,17 +186,7 @@ def expand(spec: SweepSpec, *, source: str | Path | None = None) -> Expansion:
             continue
         seen.add(h)
         trials.append(ExpandedTrial(cfg, h, {}, rung=rung, arm=TrialConfig(**arm, tracking=spec.tracking) if rung else None))
-    if issues:
-        raise ConfigError(issues, str(source) if source else None)
-    varying = _varying_axes(spec, trials)
-    for t in trials:
-        t.axes = {path: t.rung.name if path == RUNG_AXIS and t.rung else _axis_value(t.axis_config, path) for path in varying}
-    zipped = {p for group in spec.zip for p in group}
-    _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
-    issues = _launch_problems(spec, trials)
-    if issues:
-        raise ConfigError(issues, str(source) if source else None)
-    return Expansion(trials, len(cells), excluded, duplicates, varying, rungs)
+    return _Checked(trials, issues, len(cells), excluded, duplicates, rungs)
 
 
 def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from gatedmodels import ModelConfig
-from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, field_type, set_dotted, show
+from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, did_you_mean, field_type, set_dotted, show
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
 from orchestrator.spec.ladder import RUNG_AXIS, LadderConfig, axis_problems, plan_rungs, rung_names
@@ -77,7 +77,11 @@ class SweepSpec(Config):
     LIMITS = Limits({"retries": (0, 100)})
 
     def problems(self) -> list[Issue]:
+        """Every problem of the file in one round: the base's, the axes' (paths, lengths,
+        exclusions), each grid and zip value's in the cells that have it (beyond the base's own
+        problems), and each value an Optuna space can sample."""
         out = []
+        base_issues: list[str] = []
         if not NAME_RE.fullmatch(self.name):
             out.append(Issue("name", f"got {show(self.name)}; allowed: 1-100 letters, digits, '.', '_', '-'"))
         if "tracking" in self.base:
@@ -86,7 +90,9 @@ class SweepSpec(Config):
             try:
                 TrialConfig.from_dict(self.base)
             except ConfigError as err:  # reported now, with the file's other problems
-                out += [i.prefixed("base") for i in err.issues if not _axis_overrides(i.path, self)]
+                shown = [i for i in err.issues if not _axis_overrides(i.path, self)]
+                out += [i.prefixed("base") for i in shown]
+                base_issues = [str(i) for i in shown]
         axes: dict[str, str] = {}
         for path, values in self.grid.items():
             out += [i.prefixed(f"grid.{path}") for i in _path_problems(path)]
@@ -125,8 +131,9 @@ class SweepSpec(Config):
             for path in entry:
                 if path not in axes:
                     out.append(Issue(f"exclude[{e}].{path}", f"is not an axis of grid or zip; axes: {', '.join(axes) or 'none'}"))
-        for path in self.search.space:
+        for path, dist in self.search.space.items():
             out += [i.prefixed(f"search.space.{path}") for i in _path_problems(path)]
+            out += [i.prefixed(f"search.space.{path}") for i in _distribution_problems(dist)]
             if path in axes:
                 out.append(Issue(f"search.space.{path}", f"is also a grid/zip axis ({axes[path]}); search it or grid it, not both"))
         if self.search.type == "grid" and self.search.space:
@@ -137,8 +144,11 @@ class SweepSpec(Config):
         cells *= len(self.ladder.rungs) if self.ladder is not None else 1
         if cells > MAX_CELLS:
             out.append(Issue("grid", f"expands to {cells:,} cells; allowed: at most {MAX_CELLS:,} (split the sweep into several files)"))
-        if not any(i.path.startswith(("base", "search")) for i in out):
-            out += _space_problems(self)
+        if cells <= MAX_CELLS and not any(i.path.startswith(("grid", "zip")) for i in out):
+            from orchestrator.spec.expand import cell_problems  # expand builds on this module
+
+            out += cell_problems(self, known=base_issues)
+        out += _space_problems(self)  # it skips the dimensions reported above
         return out
 
     def _ladder_problems(self) -> list[Issue]:
@@ -261,10 +271,7 @@ def _path_problems(path: str) -> list[Issue]:
         if fields is None:
             return [Issue("", f"{'.'.join(parts[:i])} is a value, not a section")]
         if part not in fields:
-            import difflib
-
-            close = difflib.get_close_matches(part, list(fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(part, list(fields))
             return [Issue("", f"unknown field {part!r} in {'.'.join(parts[:i])}{hint}; allowed: {', '.join(fields)}")]
         cls = field_type(cls, part)
     return []

@@ -94,3 +94,54 @@ def test_html_report_displays_every_table_and_image(store, tmp_path):
     # matplotlib's first two line colours (tab:blue, tab:orange) are on the page: the plots were drawn
     for rgb in ((31, 119, 180), (255, 127, 14)):
         assert (np.abs(px.astype(int) - rgb).sum(axis=-1) < 30).sum() > 200, rgb
+
+
+WIDE_PROBE = """<script>
+window.addEventListener('load', function () {
+  var doc = document.documentElement;
+  var wraps = Array.prototype.slice.call(document.querySelectorAll('.wrap'));
+  var wide = wraps.filter(function (w) { return w.scrollWidth > w.clientWidth + 1; });
+  var out = 'WIDE page=' + doc.scrollWidth + '/' + window.innerWidth + ' wraps=' + wraps.length + ' scrolling=' + wide.length;
+  if (wide.length) {
+    var w = wide[0], cell = w.querySelector('tbody td'), last = w.querySelector('tbody tr td:last-child');
+    var left0 = cell.getBoundingClientRect().left - w.getBoundingClientRect().left;
+    w.scrollLeft = w.scrollWidth;
+    var left1 = cell.getBoundingClientRect().left - w.getBoundingClientRect().left;
+    var lastRight = last.getBoundingClientRect().right - w.getBoundingClientRect().right;
+    out += ' sticky=' + getComputedStyle(cell).position + ' left0=' + Math.round(left0) + ' left1=' + Math.round(left1) +
+           ' lastRight=' + Math.round(lastRight);
+  }
+  document.title = out;
+});
+</script>"""
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_wide_tables_scroll_inside_the_page_with_their_first_column_frozen(tmp_path):
+    """30 metric columns at 1600 px: the page itself never scrolls sideways; each wide table
+    scrolls in its own box, and its first column stays in place when it does."""
+    from ..sweepstore import Trial, fill
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    metrics = [f"ruler_avg/{1024 * (k + 1)}" for k in range(30)]
+    trials = [
+        Trial({"model.gate": g, "train.seed": s}, {m: 0.5 + 0.01 * k + 0.1 * (g != "none") + 0.003 * s for k, m in enumerate(metrics)})
+        for g in ("none", "G1-elementwise", "G1-elementwise-very-long-label-of-a-variant")
+        for s in (0, 1, 2)
+    ]
+    fill(uri, "wide", trials)
+    rep = build_report(uri, "wide", out_dir=tmp_path / "rep", log=False, with_plots=False, metrics=metrics)
+    page = rep.files["report.html"].read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", WIDE_PROBE + "</body>"), encoding="utf-8")
+    out = chromium(tmp_path, "--window-size=1600,2000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    m = re.search(
+        r"<title>WIDE page=(\d+)/(\d+) wraps=(\d+) scrolling=(\d+) sticky=(\w+) left0=(-?\d+) left1=(-?\d+) lastRight=(-?\d+)</title>",
+        out.stdout,
+    )
+    assert m, (out.stdout[-2000:], out.stderr[-2000:])
+    page_w, view_w, wraps, scrolling, sticky, left0, left1, last_right = m.groups()
+    assert int(page_w) <= int(view_w), m.group(0)  # no sideways scroll of the page
+    assert int(scrolling) >= 3 and sticky == "sticky", m.group(0)  # the wide tables scroll in their boxes
+    assert int(left1) == int(left0), m.group(0)  # the first column did not move
+    assert abs(int(last_right)) <= 2, m.group(0)  # scrolled to the end, the last column is in view

@@ -111,7 +111,9 @@ def test_delta_and_paired_test_against_the_none_row(store, comparison):
     assert not row_of(comparison, "none", "0.003").deltas
 
 
-def test_best_value_per_column_is_marked(comparison):
+def test_best_value_per_column_is_marked_only_where_significant(comparison):
+    """The mark goes to the best mean of a column, and only where it is significantly better
+    after Holm (its Δ against the baseline, or every Δ against it when the baseline is best)."""
     for m in comparison.metrics:
         means = {id(r): r.stats[m.key].mean for r in comparison.rows if r.stats[m.key].mean is not None}
         marked = [r for r in comparison.rows if m.key in r.best]
@@ -119,7 +121,14 @@ def test_best_value_per_column_is_marked(comparison):
             assert not marked, m.key
             continue
         target = (min if m.better == "min" else max)(means.values())
-        assert marked and all(r.stats[m.key].mean == target for r in marked), m.key
+        for r in comparison.rows:
+            best = r.stats[m.key].mean == target
+            if r.baseline is not None:
+                significant = m.key in r.deltas and r.deltas[m.key].significant
+            else:
+                vs = [o for o in comparison.rows if o.baseline is r and o.stats[m.key].mean is not None]
+                significant = bool(vs) and all(m.key in o.deltas and o.deltas[m.key].significant for o in vs)
+            assert (m.key in r.best) == (best and significant), (m.key, r.label())
 
 
 def test_failed_trial_is_a_row_and_listed_with_its_reason(comparison):
@@ -212,7 +221,10 @@ def test_every_format_renders(store, tmp_path, capsys, monkeypatch):
     assert [r["status"] for r in rows if r["train.lr"].startswith("1")] == ["1 failed"]
 
     rc, tex, _ = run_cli(capsys, *common, "--format", "latex")
-    assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and r"\textbf{" in tex and "--" in tex
+    assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and "--" in tex
+    # bold marks a best value only where it is significant after Holm (rarely, with these 2 seeds)
+    marked = any(r.best for r in compare(read_sweep(store.uri, "cmp")).rows)
+    assert "best in bold where significantly better after Holm" in tex and (r"\textbf{" in tex) == marked
 
     rc, page, _ = run_cli(capsys, *common, "--format", "html")
     assert rc == 0 and page.startswith("<!DOCTYPE html>") and "<table" in page

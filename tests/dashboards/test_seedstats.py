@@ -14,7 +14,7 @@ import pytest
 from scipy import stats as sps
 
 from dashboards import html, tables
-from dashboards.cells import seeds_line
+from dashboards.cells import seeds_cell, seeds_line
 from dashboards.seedstats import (
     ALPHA,
     MAX_SEEDS,
@@ -181,7 +181,9 @@ def test_the_delta_table_is_one_holm_family():
     assert line and "Holm" in line and "significant at 0.05 over 4 tests" in line and "seeds" in line
     assert "identical" in (seeds_line(comp, g1, "sink_ratio") or "")
     md, page, csv = tables.markdown(comp), html.render(comp), tables.csv_text(comp)
-    assert "## Seeds needed" in md and line in md and "Holm" in page and "seeds_needed" in csv.splitlines()[0]
+    # the seeds needed are a table (a cell per comparison and metric), the sentence the cell's tooltip
+    assert "## Seeds needed" in md and seeds_cell(g1.deltas["first_token_attn"]) in md and line not in md
+    assert html.esc(line) in page and "Holm" in page and "seeds_needed" in csv.splitlines()[0]
     assert "first_token_attn.p_holm" in csv.splitlines()[0] and "first_token_attn.boot95_lo" in csv.splitlines()[0]
     text = tables.terminal(comp)
     assert "seeds for 80% power" in text and max(map(len, text.splitlines())) <= 100

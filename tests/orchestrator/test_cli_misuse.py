@@ -25,7 +25,7 @@ CASES = [
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["run"], "the following arguments are required: file"),
     (["run", "missing.yaml"], "missing.yaml: no such file"),
-    (["run", QUICK, "--max-concurrent", "0"], "--max-concurrent: got 0; allowed: >= 1"),
+    (["run", QUICK, "--max-concurrent", "-1"], "--max-concurrent: got -1; allowed: 0..10,000"),
     (["run", QUICK, "--max-concurrent", "two"], "invalid int value: 'two'"),
     (["run", QUICK, "--tracking-uri", "ftp://example.org/x"], "allowed schemes"),
     (["run", QUICK, "--tracking-uri", "sqlite:///no/such/dir/m.db"], "does not exist"),

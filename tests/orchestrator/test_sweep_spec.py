@@ -228,3 +228,96 @@ def test_smoke_settings_win_over_the_sweeps_axes():
     assert {t.config.data.seq_len for t in smoke.trials} == {32, 64}, "other zipped axes keep their values"
     # steps 300 and 600 collapse into one cell; the exclusion of (steps, seed 1) now names steps 4
     assert len(smoke.trials) == 2 and {t.config.train.seed for t in smoke.trials} == {0}
+
+
+def test_base_grid_zip_and_search_problems_are_reported_in_one_round(tmp_path):
+    """A wrong base no longer hides the wrong values of the axes (and a wrong dimension of the
+    search space the other dimensions' values) until a second round."""
+    from gatedmodels.typedconfig import ConfigError
+
+    f = tmp_path / "many.yaml"
+    f.write_text(
+        "name: x\n"
+        "base: {model: {size: tiny}, data: {source: shakspeare}, train: {steps: -5}}\n"
+        "grid: {model.gate.position: [none, G1, G7], model.size: [tiny, medium]}\n"
+        "zip: [{train.lr: [0.001, -1.0], train.seed: [0, 1]}]\n"
+        "search: {type: optuna, num_samples: 2, space: {train.weight_decay: {loguniform: [-1.0, 0.1]},"
+        " model.gate.granularity: {choice: [elementwise, pixelwise]}}}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_sweep(f)
+    text = caught.value.render()
+    for expected in (
+        "base.data.source: got ",
+        "no such file or folder (did you mean 'shakespeare'?)",
+        "base.train.steps: got -5",
+        "model.gate.position: got 'G7'",
+        "model.size: got 'medium'",
+        "train.lr: got -1.0; allowed: > 0 (in cell {",
+        "search.space.train.weight_decay.loguniform: got [-1.0, 0.1]; loguniform needs low > 0",
+        "search.space.model.gate.granularity: choice value 'pixelwise' is not valid",
+    ):
+        assert expected in text, f"{expected!r} not in:\n{text}"
+    assert len(caught.value.issues) == 7  # each problem once, not once per cell
+
+
+def test_a_value_of_the_base_s_bad_value_set_by_an_axis_is_still_reported():
+    """A base problem at a path an axis sets is left to the cells, so it is not subtracted from
+    what the cells report."""
+    from gatedmodels.typedconfig import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        SweepSpec.from_dict({"name": "t", "base": {"model": {"size": "gigantic"}}, "grid": {"model.size": ["tiny", "gigantic"]}})
+    assert [str(i).split(" (in cell")[0] for i in caught.value.issues] == [
+        "model.size: got 'gigantic'; allowed: custom, bigram-1l, bigram-2l, tiny, small, 125m, dense-0.5b, dense-1.7b, "
+        "dense-1.7b-48l, moe-15a2b"
+    ]
+
+
+def test_misspelt_presets_and_corpora_get_a_did_you_mean():
+    from gatedmodels.typedconfig import ConfigError
+    from orchestrator.spec.trial import TrialConfig
+
+    with pytest.raises(ConfigError, match=r"model.size: got 'smal' \(did you mean 'small'\?\)"):
+        TrialConfig.from_dict({"model": {"size": "smal"}})
+    with pytest.raises(ConfigError, match=r"data.source: got 'shakspeare': no such file or folder \(did you mean 'shakespeare'\?\)"):
+        TrialConfig.from_dict({"data": {"source": "shakspeare"}})
+    with pytest.raises(ConfigError, match=r"got 'bigram-backcopi': no such file or folder \(did you mean 'bigram-backcopy'\?\)"):
+        TrialConfig.from_dict({"data": {"source": "bigram-backcopi"}})
+
+
+def test_max_concurrent_0_means_the_same_on_the_command_line_and_in_the_file():
+    """0 is "as many as the cluster fits" in `resources.max_concurrent` and in --max-concurrent;
+    the flag, when given, wins over the file (its 0 too); the flag's range is the field's."""
+    from orchestrator.cli.common import UserError
+    from orchestrator.cli.run import check_max_concurrent
+    from orchestrator.ray.cluster import trials_at_once
+    from orchestrator.spec.search import ResourcesConfig
+
+    cluster = {"CPU": 8.0}
+    auto, three = ResourcesConfig(cpus_per_worker=2), ResourcesConfig(cpus_per_worker=2, max_concurrent=3)
+    assert trials_at_once(None, auto, cluster) == 4 and trials_at_once(0, auto, cluster) == 4
+    assert trials_at_once(None, three, cluster) == 3 and trials_at_once(0, three, cluster) == 4 and trials_at_once(1, three, cluster) == 1
+    assert trials_at_once(0, ResourcesConfig(cpus_per_worker=16), cluster) == 1
+    gpu = ResourcesConfig(cpus_per_worker=1, gpus_per_worker=1)
+    assert trials_at_once(0, gpu, {"CPU": 8.0, "GPU": 2.0}) == 2
+    check_max_concurrent(0)
+    check_max_concurrent(10_000)
+    for bad in (-1, 10_001):
+        with pytest.raises(UserError, match=rf"--max-concurrent: got {bad}; allowed: 0..10,000 \(0: as many as the cluster fits\)"):
+            check_max_concurrent(bad)
+
+
+def test_launch_checks_are_reported_with_the_cells_problems():
+    """The scheduler's settings against the valid trials' steps come in the same round as a
+    wrong grid value."""
+    from gatedmodels.typedconfig import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        spec(
+            grid={"model.gate.position": ["G1", "G7"]},
+            base={"model": {"size": "tiny"}, "train": {"steps": 10, "eval_every": 5}},
+            scheduler={"type": "asha", "grace_period": 50},
+        )
+    text = caught.value.render()
+    assert "model.gate.position: got 'G7'" in text and "scheduler.grace_period: got 50; allowed: <= train.steps of every trial (10" in text
