@@ -335,6 +335,17 @@ def gate_histogram(hist: list[list[int]], path: Path, title: str = "") -> Path:
 
 
 # ---- a scaling ladder ----------------------------------------------------------------------
+def _log_axes(ax, y: bool = False) -> None:
+    """Log x (and y) with plain numbers and no crowded minor labels."""
+    from matplotlib.ticker import FormatStrFormatter, LogFormatterSciNotation, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
 @dataclass
 class LadderArm:
     """One arm of a ladder: its runs' (compute, loss) and its fitted law, if any."""
@@ -375,8 +386,7 @@ def ladder_fits(arms: Sequence[LadderArm], target: float | None, path: Path, yla
                 fontsize=8,
                 color="gray",
             )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log_axes(ax, y=True)
     ax.set_xlabel("training compute (FLOPs, the variant's own)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -391,15 +401,29 @@ def ladder_multipliers(
     title: str = "effective-compute multiplier",
 ) -> Path:
     """Each arm's multiplier against the baseline at its rungs' compute, with the 95% band:
-    (label, compute, value, low, high) per arm; 1 (no gain) dashed."""
+    (label, compute, value, low, high) per arm; 1 (no gain) dashed; log scale (a band's infinite
+    end is drawn to the top of the plot, marked with an arrow)."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    finite = [x for _, _, vs, los, his in series for x in (*vs, *los, *his) if math.isfinite(x) and x > 0]
+    top = max(finite) * 3 if finite else 10.0
+    bottom = min(finite) / 3 if finite else 0.1
     for i, (label, cs, vs, los, his) in enumerate(series):
         k = i + 1  # colour 0 is the baseline's in the other ladder plots
-        ok = [j for j in range(len(cs)) if all(math.isfinite(x) for x in (vs[j], los[j], his[j]))]
+        ok = [j for j in range(len(cs)) if math.isfinite(vs[j]) and vs[j] > 0]
         ax.plot([cs[j] for j in ok], [vs[j] for j in ok], marker="o", color=color(k), label=label)
-        ax.fill_between([cs[j] for j in ok], [los[j] for j in ok], [his[j] for j in ok], color=color(k), alpha=0.2)
+        lo = [max(los[j], bottom) if math.isfinite(los[j]) else bottom for j in ok]
+        hi = [his[j] if math.isfinite(his[j]) else top for j in ok]
+        ax.fill_between([cs[j] for j in ok], lo, hi, color=color(k), alpha=0.2)
+        for j in ok:
+            if not math.isfinite(his[j]):
+                ax.annotate("", xy=(cs[j], top), xytext=(cs[j], top / 1.8), arrowprops={"arrowstyle": "->", "color": color(k)})
     ax.axhline(1.0, color="gray", ls="--", lw=1)
-    ax.set_xscale("log")
+    _log_axes(ax, y=True)
+    ax.set_ylim(bottom, top * 1.05)
+    if top / bottom > 10:  # decades apart: the major ticks say enough
+        from matplotlib.ticker import NullFormatter
+
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training compute (FLOPs)")
     ax.set_ylabel("baseline compute / arm compute")
     ax.set_title(title)
@@ -418,7 +442,7 @@ def ladder_trends(panels: Sequence[tuple[str, Sequence[tuple[str, list[float], l
             ax.errorbar(
                 cs, means, yerr=[s if math.isfinite(s) else 0.0 for s in stds], marker="o", ms=4, capsize=2, color=color(i), label=label
             )
-        ax.set_xscale("log")
+        _log_axes(ax)
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel("training FLOPs")
         ax.grid(alpha=0.3)
