@@ -346,6 +346,8 @@ def _log_axes(ax, y: bool = False) -> None:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+
+
 @dataclass
 class LadderArm:
     """One arm of a ladder: its runs' (compute, loss) and its fitted law, if any."""
