@@ -6,6 +6,7 @@ not finish or were superseded."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.tracking import STATES
 
@@ -107,6 +108,8 @@ class Comparison:
     attention kind and its settings, the axes --baseline adds)."""
     interactions: list = field(default_factory=list)
     """`dashboards.interactions.Interaction`s: each arm's Δ at every level of each other axis."""
+    ladder: Any = None
+    """A ladder sweep's fits and multipliers (`dashboards.ladder.Ladder`), set by the report."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

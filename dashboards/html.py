@@ -292,6 +292,15 @@ def _plots(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     return parts
 
 
+def _ladder(comp: Comparison, heads: dict, plots: Plots) -> list[str]:
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    if comp.ladder is None:
+        return []
+    from .ladder_tables import ladder_html
+
+    return ladder_html(comp.ladder, esc)
+
+
 HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _configurations,
     _intervals,
@@ -300,6 +309,7 @@ HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _interactions,
     _effects,
     _unfinished,
+    _ladder,
     _plots,
 ]
 """The report's sections in order, one function each (comparison, axis headers, plots) -> HTML

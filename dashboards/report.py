@@ -32,8 +32,10 @@ from . import html as html_report
 from . import tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
+from .ladder import RUNG_AXIS, analyse
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting
+from .report_json import report_json
 from .stats import compare
 from .store import open_client, read_sweep
 
@@ -43,8 +45,8 @@ MAX_SEEDS_PER_CURVE = 3
 MAX_AXIS_PANELS = 6
 """Metrics drawn against each axis: the first columns (all of them are in the tables)."""
 ARTIFACT_DIR = names.REPORT_DIR
-REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex")
-LOGGED = ("report.md", "report.html", "report.csv")
+REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex", "report.json")
+LOGGED = ("report.md", "report.html", "report.csv", "report.json")
 
 
 @dataclass
@@ -76,6 +78,10 @@ def build_report(
     with_plots: bool = True,
     log: bool = True,
     progress: Callable[[str], None] | None = None,
+    target_flops: float | None = None,
+    shared_e: bool = False,
+    ladder_replicates: int | None = None,
+    bootstrap: str = "residuals",
 ) -> Report:
     """Read sweep `name` (its newest launch, or `parent_id`) from the store at `uri` and write
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
@@ -89,6 +95,12 @@ def build_report(
     t = time.perf_counter()
     comp = compare(sweep, metrics, baseline)
     timings["stats"] = time.perf_counter() - t
+    if RUNG_AXIS in comp.axes:
+        t = time.perf_counter()
+        kw = {} if ladder_replicates is None else {"replicates": ladder_replicates}
+        comp.ladder = analyse(comp, target=target_flops, shared_e=shared_e, bootstrap=bootstrap, **kw)
+        timings["ladder"] = time.perf_counter() - t
+        say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
     out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
     cl = open_client(uri) if with_plots or log else None  # MLflow's client: for plot data and logging only
@@ -108,8 +120,9 @@ def build_report(
         (stage / "report.md").write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
         (stage / "report.csv").write_text(tables.csv_text(comp), encoding="utf-8")
         (stage / "report.tex").write_text(tables.latex(comp), encoding="utf-8")
+        (stage / "report.json").write_text(report_json(comp), encoding="utf-8")
         (stage / "report.html").write_text(html_report.render(comp, made), encoding="utf-8")
-        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.html"])
+        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.json", "report.html"])
         timings["write"] = time.perf_counter() - t
     except BaseException:  # a failure or Ctrl-C: the previous report stays as it was
         shutil.rmtree(stage, ignore_errors=True)
@@ -181,11 +194,14 @@ def _commit(stage: Path, out: Path, names: list[str]) -> None:
 
 
 # ---- plots ----------------------------------------------------------------------------------
-LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS = PLOT_FILES = (
+LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS, LADDER_FITS, LADDER_MULTIPLIERS, LADDER_TRENDS = PLOT_FILES = (
     "loss_curves.png",
     "first_token_attn_per_layer.png",
     "attention_maps.png",
     "gate_histograms.png",
+    "ladder_fits.png",
+    "ladder_multipliers.png",
+    "ladder_trends.png",
 )
 
 
@@ -290,9 +306,93 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
             )
         )
 
+    if comp.ladder is not None:
+        made += ladder_plots(comp.ladder, out)
     made += _axis_plots(comp, out, plots)
     made += _interaction_plots(comp, out, plots)
     return made
+
+
+def ladder_plots(ladder, out: Path) -> list[tuple[Path, str]]:
+    """Loss against compute with the fits, the multipliers with their bands, the sink trends."""
+    from orchestrator import plots
+
+    from .ladder import TREND_METRICS
+
+    made: list[tuple[Path, str]] = []
+    order = sorted(ladder.arms, key=lambda a: not a.is_baseline)
+    mf = ladder.fits[0] if ladder.fits else None
+    if mf is not None:
+        arms = []
+        for arm in order:
+            points = [
+                (r.metrics["train_flops"], r.metrics[mf.metric])
+                for row in arm.rows
+                for r in row.counted.values()
+                if finite(r.metrics.get("train_flops")) and finite(r.metrics.get(mf.metric))
+            ]
+            law = mf.fit.laws.get(arm.label) if mf.fit is not None else None
+            arms.append(plots.LadderArm(arm.label, points, (law.E, law.A, law.alpha) if law else None))
+        made.append(
+            (
+                plots.ladder_fits(arms, ladder.target, out / LADDER_FITS, mf.metric, f"{mf.metric} against training compute"),
+                f"{mf.metric} of every finished run against its training FLOPs (log-log), one colour per arm; lines: each arm's "
+                f"fitted L(C) = E + A·C^-α"
+                + ("" if mf.fit is not None else f" (no fit: {mf.no_fit})")
+                + f"; {ladder_target_caption(ladder)}",
+            )
+        )
+        if mf.fit is not None and mf.fit.multipliers:
+            series = []
+            for arm in order:
+                per = mf.fit.multipliers.get(arm.label)
+                if per is None:
+                    continue
+                rungs = [r for r in ladder.rungs if r in per and r in ladder.compute[arm.label]]
+                series.append(
+                    (
+                        arm.label,
+                        [ladder.compute[arm.label][r] for r in rungs],
+                        [per[r].value for r in rungs],
+                        [per[r].low for r in rungs],
+                        [per[r].high for r in rungs],
+                    )
+                )
+            made.append(
+                (
+                    plots.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {ladder.baseline}"),
+                    f"Each arm's effective-compute multiplier against {ladder.baseline} at its rungs ({mf.metric}), with its 95% "
+                    "bootstrap band over seeds; above the dashed 1 the arm is worth more compute than it costs.",
+                )
+            )
+    panels = []
+    for metric in TREND_METRICS:
+        per_arm = ladder.trends.get(metric)
+        if not per_arm:
+            continue
+        arms_series = []
+        for arm in order:
+            v = per_arm.get(arm.label, {})
+            rungs = [r for r in ladder.rungs if r in v and r in ladder.compute[arm.label]]
+            arms_series.append(
+                (arm.label, [ladder.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs])
+            )
+        panels.append((metric, arms_series))
+    if panels:
+        made.append(
+            (
+                plots.ladder_trends(panels, out / LADDER_TRENDS),
+                "The sink metrics at each rung (mean ± std over seeds) against compute: does the baseline's sink grow with "
+                "scale, and does the gated arm's stay away?",
+            )
+        )
+    return made
+
+
+def ladder_target_caption(ladder) -> str:
+    from .ladder import target_text
+
+    return target_text(ladder)
 
 
 def _safe(axis: str) -> str:

@@ -111,4 +111,8 @@ def latex(comp: Comparison) -> str:
             body,
             len(comp.axes),
         )
+    if comp.ladder is not None:
+        from .ladder_tables import ladder_latex
+
+        lines += ["", ladder_latex(comp.ladder, tex)]
     return "\n".join(lines) + "\n"

@@ -169,6 +169,15 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
     return _joined(blocks)
 
 
+def md_ladder(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    if comp.ladder is None:
+        return []
+    from .ladder_tables import ladder_markdown
+
+    return ladder_markdown(comp.ladder).strip("\n").splitlines()
+
+
 def md_plots(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
     if not plots:
         return []
@@ -187,6 +196,7 @@ MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] 
     md_interactions,
     md_effects,
     md_problems,
+    md_ladder,
     md_plots,
 ]
 """The report's sections in order, one function each (comparison, plots) -> lines; a section

@@ -122,6 +122,10 @@ def terminal(comp: Comparison, width: int = 100) -> str:
         lines += _terminal_grid(header, body, 2, width)
 
     lines += _problem_lines(comp, width)
+    if comp.ladder is not None:
+        from .ladder_tables import ladder_terminal
+
+        lines.append(ladder_terminal(comp.ladder))
     return "\n".join(lines) + "\n"
 
 

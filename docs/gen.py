@@ -170,6 +170,8 @@ def _config_class(tp: Any) -> type | None:
     from gatedmodels.typedconfig import Config
 
     tp, _ = _strip_optional(tp)
+    if typing.get_origin(tp) is list and typing.get_args(tp):  # a list of sections (a ladder's rungs)
+        tp = typing.get_args(tp)[0]
     return tp if isinstance(tp, type) and issubclass(tp, Config) else None
 
 

@@ -254,8 +254,3 @@ ATTENTION_KINDS: dict[str, Callable[[ModelConfig], AttentionKind]] = {
 
 def build_attention_kind(cfg: ModelConfig) -> AttentionKind:
     return ATTENTION_KINDS[cfg.attention.kind](cfg)
-
-
-def attention_kind_params(cfg: ModelConfig) -> int:
-    """Parameters one layer's attention kind adds: learned_sink H, key_bias K * d, the others 0."""
-    return {"learned_sink": cfg.n_heads, "key_bias": cfg.n_kv_heads * cfg.head_dim}.get(cfg.attention.kind, 0)

@@ -22,40 +22,15 @@ w score width (site width, or 1 headwise), H site heads, W site width.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import GateConfig, ModelConfig
+from .costs import Site, gate_sites, score_shape
 from .layers import RMSNorm
 from .probes import LayerProbe
-
-
-class Site(NamedTuple):
-    """Shape of the tensor gated at one position: (B, T, heads, width)."""
-
-    heads: int
-    width: int
-
-
-def gate_sites(cfg: ModelConfig) -> dict[str, Site]:
-    return {
-        "G1": Site(cfg.n_heads, cfg.head_dim),
-        "G2": Site(cfg.n_kv_heads, cfg.head_dim),
-        "G3": Site(cfg.n_kv_heads, cfg.head_dim),
-        "G4": Site(cfg.n_heads, cfg.head_dim),
-        "G5": Site(1, cfg.d_model),
-    }
-
-
-def score_shape(gate: GateConfig, site: Site) -> tuple[int, int]:
-    """(heads, width) of the gate scores at a site; they broadcast against (heads, width)."""
-    heads = site.heads if gate.sharing == "head_specific" else 1
-    width = site.width if gate.granularity == "elementwise" else 1
-    return heads, width
-
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sigmoid": torch.sigmoid,
@@ -150,12 +125,3 @@ def build_gate_slots(cfg: ModelConfig) -> nn.ModuleDict:
     if cfg.gate.position != "none":
         slots[cfg.gate.position] = GATE_KINDS[cfg.gate.kind](cfg.gate, gate_sites(cfg)[cfg.gate.position])
     return nn.ModuleDict(slots)
-
-
-def gate_score_features(cfg: ModelConfig) -> int:
-    """Rows the gate adds to each layer's fused projection (0 for none / constant / controls)."""
-    gate = cfg.gate
-    if gate.position == "none" or gate.kind != "gate" or not gate.input_dependent:
-        return 0
-    heads, width = score_shape(gate, gate_sites(cfg)[gate.position])
-    return heads * width

@@ -21,7 +21,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .attention_kinds import build_attention_kind
 from .config import ModelConfig, RopeConfig
-from .gates import build_gate_slots, gate_score_features
+from .costs import gate_score_features
+from .gates import build_gate_slots
 from .layers import ModuleList, MoE, RMSNorm, Rotary, SwiGLU
 from .probes import LayerProbe, ProbeResult
 

@@ -332,3 +332,121 @@ def attention_map(attn_TS: Any, path: Path, title: str = "") -> Path:
 def gate_histogram(hist: list[list[int]], path: Path, title: str = "") -> Path:
     """One trial's gate scores, one line per layer (`hist`: per-layer counts over equal bins of [0, 1])."""
     return gate_histograms([(f"layer {i}", [counts]) for i, counts in enumerate(hist)], path, title or "gate-score histogram")
+
+
+# ---- a scaling ladder ----------------------------------------------------------------------
+def _log_axes(ax, y: bool = False) -> None:
+    """Log x (and y) with plain numbers and no crowded minor labels."""
+    from matplotlib.ticker import FormatStrFormatter, LogFormatterSciNotation, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+
+
+@dataclass
+class LadderArm:
+    """One arm of a ladder: its runs' (compute, loss) and its fitted law, if any."""
+
+    label: str
+    points: list[tuple[float, float]]
+    law: tuple[float, float, float] | None = None
+    """(E, A, alpha) of L(C) = E + A·C^-alpha."""
+
+
+def ladder_fits(arms: Sequence[LadderArm], target: float | None, path: Path, ylabel: str, title: str = "loss against compute") -> Path:
+    """Loss against training FLOPs, log-log: every run a dot, each arm's fitted law a line over
+    its rungs (dashed beyond them, up to the target when it is within 100x), the target marked."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    cs = [c for a in arms for c, _ in a.points]
+    lo, hi = (min(cs), max(cs)) if cs else (1.0, 10.0)
+    show_target = target is not None and math.isfinite(target) and target <= hi * 100
+    for i, arm in enumerate(arms):
+        if arm.points:
+            ax.scatter([c for c, _ in arm.points], [v for _, v in arm.points], s=16, color=color(i), alpha=0.8, label=arm.label)
+        if arm.law is not None:
+            E, A, alpha = arm.law
+            xs = np.geomspace(lo / 1.3, hi * 1.3, 80)
+            ax.plot(xs, E + A * xs ** (-alpha), color=color(i), lw=1.2)
+            if show_target and target is not None and target > hi * 1.3:
+                far = np.geomspace(hi * 1.3, target, 40)
+                ax.plot(far, E + A * far ** (-alpha), color=color(i), lw=1.0, ls="--")
+    if target is not None and math.isfinite(target):
+        if show_target:
+            ax.axvline(target, color="gray", ls=":", lw=1, label=f"target {target:.2g} FLOPs")
+        else:
+            ax.annotate(
+                f"target {target:.2g} FLOPs →\n({target / hi:.2g}x beyond)",
+                xy=(0.98, 0.95),
+                xycoords="axes fraction",
+                ha="right",
+                va="top",
+                fontsize=8,
+                color="gray",
+            )
+    _log_axes(ax, y=True)
+    ax.set_xlabel("training compute (FLOPs, the variant's own)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def ladder_multipliers(
+    series: Sequence[tuple[str, list[float], list[float], list[float], list[float]]],
+    path: Path,
+    title: str = "effective-compute multiplier",
+) -> Path:
+    """Each arm's multiplier against the baseline at its rungs' compute, with the 95% band:
+    (label, compute, value, low, high) per arm; 1 (no gain) dashed; log scale (a band's infinite
+    end is drawn to the top of the plot, marked with an arrow)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    finite = [x for _, _, vs, los, his in series for x in (*vs, *los, *his) if math.isfinite(x) and x > 0]
+    top = max(finite) * 3 if finite else 10.0
+    bottom = min(finite) / 3 if finite else 0.1
+    for i, (label, cs, vs, los, his) in enumerate(series):
+        k = i + 1  # colour 0 is the baseline's in the other ladder plots
+        ok = [j for j in range(len(cs)) if math.isfinite(vs[j]) and vs[j] > 0]
+        ax.plot([cs[j] for j in ok], [vs[j] for j in ok], marker="o", color=color(k), label=label)
+        lo = [max(los[j], bottom) if math.isfinite(los[j]) else bottom for j in ok]
+        hi = [his[j] if math.isfinite(his[j]) else top for j in ok]
+        ax.fill_between([cs[j] for j in ok], lo, hi, color=color(k), alpha=0.2)
+        for j in ok:
+            if not math.isfinite(his[j]):
+                ax.annotate("", xy=(cs[j], top), xytext=(cs[j], top / 1.8), arrowprops={"arrowstyle": "->", "color": color(k)})
+    ax.axhline(1.0, color="gray", ls="--", lw=1)
+    _log_axes(ax, y=True)
+    ax.set_ylim(bottom, top * 1.05)
+    if top / bottom > 10:  # decades apart: the major ticks say enough
+        from matplotlib.ticker import NullFormatter
+
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("training compute (FLOPs)")
+    ax.set_ylabel("baseline compute / arm compute")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def ladder_trends(panels: Sequence[tuple[str, Sequence[tuple[str, list[float], list[float], list[float]]]]], path: Path) -> Path:
+    """One panel per metric: each arm's mean (± std) against its rungs' compute:
+    (metric, [(arm label, compute, mean, std), ...])."""
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n + 0.6, 3.6), squeeze=False)
+    for ax, (metric, arms) in zip(axes[0], panels):
+        for i, (label, cs, means, stds) in enumerate(arms):
+            ax.errorbar(
+                cs, means, yerr=[s if math.isfinite(s) else 0.0 for s in stds], marker="o", ms=4, capsize=2, color=color(i), label=label
+            )
+        _log_axes(ax)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("training FLOPs")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    return _save(fig, path)

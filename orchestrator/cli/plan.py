@@ -1,6 +1,9 @@
 """`gatesweep plan FILE`: the expanded trial table (only the columns that vary) and counts:
 total, duplicates dropped, excluded, already finished in the store; parameters per model;
-training FLOPs (6 * N * tokens, N the parameters used per token, input embedding excluded).
+training FLOPs (per token: 3 x the forward's 2 x matmul weights plus causal attention, counted
+from the config by `gatedmodels.costs`; times the tokens). A sweep with a `ladder` also gets one
+row per rung: parameters (non-embedding and total), tokens, steps, learning rate, and the
+training FLOPs of each arm with what its variant adds over the rung's base model.
 With --measure, a time estimate from a few measured training steps of each distinct model."""
 
 from __future__ import annotations
@@ -8,7 +11,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import print_table
+from .common import UserError, print_table
+
+PEAK_TFLOPS = 989.0
+"""Dense bf16 TFLOP/s of an H100 or H200 (REFERENCE §8)."""
+MFU = 0.4
+"""OLMo-core's 1B models reach 39-40% on H100s (REFERENCE §8)."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -17,24 +25,29 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")
     p.add_argument("--measure", action="store_true", help="time a few training steps per distinct model to estimate wall time")
     p.add_argument("--max-rows", type=int, default=200, help="trial rows to print (default 200)")
+    p.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=PEAK_TFLOPS,
+        help=f"peak dense TFLOP/s of one GPU for the GPU-hour estimate of GPU sweeps (default {PEAK_TFLOPS:g}: H100/H200 bf16)",
+    )
+    p.add_argument("--mfu", type=float, default=MFU, help=f"model FLOPs utilisation assumed for that estimate (default {MFU:g})")
     return p
 
 
-def model_costs(expansion) -> dict[str, tuple[int, int]]:
-    """model config json -> (parameters, parameters per token for FLOPs), built on the meta device."""
-    import json
+def trial_costs(config):
+    """`gatedmodels.costs.ModelCosts` of a trial's model with the vocabulary its tokenizer will have."""
+    from gatedmodels.costs import model_costs
+    from orchestrator.spec.ladder import expected_vocab
 
-    from gatedmodels import build_meta
+    vocab = expected_vocab(config.data) or config.model.vocab_size
+    return model_costs(config.model.replace(vocab_size=vocab))
 
-    out = {}
-    for t in expansion.trials:
-        key = json.dumps(t.config.model.to_dict(), sort_keys=True)
-        if key in out:
-            continue
-        m = build_meta(t.config.model)
-        per_token = m.active_params() + (m.embed.weight.numel() if t.config.model.tie_embeddings else 0)
-        out[key] = (m.num_params(), per_token)
-    return out
+
+def trial_flops(config, workers: int = 1) -> float:
+    tr = config.train
+    tokens = tr.steps * tr.batch_size * tr.grad_accum * workers * config.data.seq_len
+    return trial_costs(config).train_flops(config.data.seq_len) * tokens
 
 
 def finished_hashes(uri: str, experiment: str) -> set[str]:
@@ -108,33 +121,35 @@ def run(args) -> int:
     from .run import resolve_uri
     from .sweepfile import load_and_expand
 
+    if not (0 < args.gpu_tflops < 1e6):
+        raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
+    if not (0 < args.mfu <= 1):
+        raise UserError(f"--mfu: got {args.mfu:g}; allowed: 0 < MFU <= 1")
     spec, e = load_and_expand(args.file)
     uri = resolve_uri(args, spec)
     done = finished_hashes(uri, spec.tracking.experiment)
-    costs = model_costs(e)
     res = spec.resources
     rows, total_flops, total_s, low_s, high_s = [], 0.0, 0.0, 0.0, 0.0
     step_time: dict[str, list[float]] = {}
+    seconds: dict[str, float] = {}
     for t in e.trials:
-        key = json.dumps(t.config.model.to_dict(), sort_keys=True)
-        params, per_token = costs[key]
-        tr = t.config.train
-        tokens = tr.steps * tr.batch_size * tr.grad_accum * res.workers_per_trial * t.config.data.seq_len
-        flops = 6 * per_token * tokens
+        costs = trial_costs(t.config)
+        flops = trial_flops(t.config, res.workers_per_trial)
         total_flops += flops
         row = {
             "trial": t.name,
             **{k: v for k, v in t.axes.items()},
-            "params": _count(params),
+            "params": _count(costs.params),
             "train FLOPs": f"{flops:.2e}",
             "status": "finished" if t.config_hash in done else "to run",
         }
         if args.measure:
-            mkey = key + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
+            tr = t.config.train
+            mkey = json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
             if mkey not in step_time:
                 step_time[mkey] = measure_step(t.config, threads=int(res.cpus_per_worker) or 1)
             times = step_time[mkey]
-            est = quantile(times, 0.5) * tr.steps
+            est = seconds[t.config_hash] = quantile(times, 0.5) * tr.steps
             if t.config_hash not in done:
                 total_s += est
                 low_s += quantile(times, 0.1) * tr.steps
@@ -146,12 +161,18 @@ def run(args) -> int:
     print_table(rows[: args.max_rows])
     if len(rows) > args.max_rows:
         print(f"... {len(rows) - args.max_rows} more rows (--max-rows)")
+    if e.rungs:
+        print()
+        print_ladder(spec, e, seconds if args.measure else None)
     n_done = sum(t.config_hash in done for t in e.trials)
     print(
         f"\n{spec.name}: {e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped -> {len(e.trials)} trials"
         f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)"
     )
-    print(f"training compute: {total_flops:.3e} FLOPs (6 x params per token x tokens)")
+    print(f"training compute: {total_flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens)")
+    if res.gpus_per_worker:
+        hours = total_flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
+        print(f"on GPUs: {hours:,.0f} GPU-hours at {args.gpu_tflops:g} TFLOP/s per GPU and {args.mfu:.0%} MFU (--gpu-tflops, --mfu)")
     from orchestrator.ray.cluster import oversubscription
 
     warning = oversubscription(res)
@@ -169,6 +190,57 @@ def run(args) -> int:
         if note := load_note(cpus):
             print(note)
     return 0
+
+
+def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
+    """One row per rung: shape, budget, settings, and each arm's training FLOPs against the rung's
+    base model (what its variant adds per token, e.g. a G1 gate's d x d projection per layer)."""
+    from orchestrator.spec.ladder import RUNG_AXIS
+
+    lad = spec.ladder
+    budget = (
+        "per-rung FLOP budgets"
+        if lad.flops is not None
+        else f"{lad.tokens_per_param:g} tokens per {'non-embedding ' if lad.params == 'non_embedding' else ''}parameter"
+    )
+    lr = (
+        f"lr x (d_model {e.trials[0].axis_config.model.d_model} / rung d_model)^{lad.lr_exponent:g}"
+        if lad.lr_rule == "width"
+        else "lr fixed"
+    )
+    warm = f"warmup {lad.warmup_fraction:.0%} of steps" if lad.warmup_fraction is not None else "warmup train.warmup_steps"
+    print(f"ladder: {len(e.rungs)} rungs; budget {budget}; {lr}; {warm}; rungs' own steps/lr/batch win")
+    arm_axes = [a for a in e.varying if a != RUNG_AXIS and a.rsplit(".", 1)[-1] != "seed"]
+    rows = []
+    for plan in e.rungs:
+        trials = [t for t in e.trials if t.rung is plan]
+        base = plan.base.train_flops(trials[0].config.data.seq_len) * plan.tokens if trials else 0.0
+        arms: dict[str, float] = {}
+        for t in trials:
+            label = " ".join(str(t.axes[a]) for a in arm_axes) or "all"
+            arms.setdefault(label, trial_flops(t.config, spec.resources.workers_per_trial))
+        row = {
+            "rung": plan.name,
+            "d_model": plan.d_model,
+            "layers": plan.n_layers,
+            "heads": f"{plan.n_heads}/{plan.n_kv_heads}x{plan.head_dim}",
+            "params (non-emb.)": _count(plan.base.params_non_embedding),
+            "params": _count(plan.base.params),
+            "tokens": _count(plan.tokens),
+            "steps": plan.steps,
+            "warmup": plan.warmup_steps,
+            "lr x": f"{plan.lr_factor:.3g}" if plan.lr is None else f"={plan.lr:g}",
+            "base FLOPs": f"{base:.2e}",
+        }
+        for label, flops in arms.items():
+            row[label] = f"{flops:.2e} ({(flops / base - 1) * 100:+.1f}%)" if base else f"{flops:.2e}"
+        if seconds is not None:
+            row["est. time"] = _duration(sum(seconds.get(t.config_hash, 0.0) for t in trials))
+        rows.append(row)
+    print_table(rows)
+    first, last = e.rungs[0], e.rungs[-1]
+    span = (last.base.train_flops(1) * last.tokens) / (first.base.train_flops(1) * first.tokens)
+    print(f"compute span of the ladder: {span:.1f}x from {first.name} to {last.name} (base model, per trial)")
 
 
 def _count(n: int) -> str:

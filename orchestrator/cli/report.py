@@ -49,6 +49,7 @@ FORMATS: dict[str, Callable] = {
     "html": _file("report.html"),
     "csv": _rendered("csv"),
     "latex": _rendered("latex"),
+    "json": _file("report.json"),
 }
 """--format NAME -> what goes to stdout: a function of the built `dashboards.report.Report`. Add
 an entry to add a format."""
@@ -79,9 +80,33 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="the baseline row must also have this axis value (repeatable), e.g. model.ffn_dim=395 for a "
         "parameter-matched baseline; other rows are compared with it at equal remaining axes",
     )
+    p.add_argument(
+        "--target-flops",
+        type=_flops,
+        metavar="FLOPS",
+        help="a ladder's target compute for the extrapolated multiplier (default: the paper's dense-1.7b x 400B tokens, 4.7e21)",
+    )
+    p.add_argument("--shared-e", action="store_true", help="a ladder's fits share one irreducible loss E across arms")
+    p.add_argument(
+        "--bootstrap",
+        choices=("residuals", "seeds"),
+        default="residuals",
+        help="how a ladder's intervals redraw the runs: each fit's residuals (default; calibrated) or the seeds",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the MLflow parent run")
     return p
+
+
+def _flops(text: str) -> float:
+    """A positive, finite number of FLOPs (`1e21`, `4.1e+21`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of FLOPs such as 1e21, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of FLOPs, got {text!r}")
+    return value
 
 
 def run(args) -> int:
@@ -120,6 +145,9 @@ def run(args) -> int:
             with_plots=not args.no_plots,
             log=not args.no_log,
             progress=say,
+            target_flops=args.target_flops,
+            shared_e=args.shared_e,
+            bootstrap=args.bootstrap,
         )
     except StoreError as err:
         raise UserError(str(err)) from None
@@ -133,7 +161,7 @@ def run(args) -> int:
             say(f"warning: --metrics: {m.key!r} was logged only by runs that did not finish")
     t = report.timings
     say(
-        f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, {len(report.plots)} plots) "
+        f"report written to {report.out_dir}/ (report.html, report.md, report.csv, report.tex, report.json, {len(report.plots)} plots) "
         f"in {sum(t.values()):.1f} s"
     )
     if report.logged_run_id:

@@ -15,6 +15,7 @@ ASHA, Optuna, the progress callback), `ray.progress` (the console's progress and
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -176,6 +177,41 @@ class Launcher:
             except OSError as err:  # Ray is stopped; a resume finds only processes that are gone (recorded by pid and start time)
                 self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
 
+    def _fit_promoted(self, payloads: list[dict], common: dict) -> None:
+        """A promoting ladder, stage by stage (`launch.promotion`): each stage's trials of the arms
+        still in, then the decision of which arms train the next rung."""
+        from orchestrator.launch.promotion import Promotion, settle_not_promoted, stages
+        from orchestrator.ray.tune import build_tuner
+        from orchestrator.tracking import names
+
+        assert self.spec.ladder is not None and self.spec.ladder.promote is not None
+        promo = Promotion(self.spec.ladder.promote, self.expansion)
+        member = (names.member_tag(self.spec.name), self.runs.state["parent_run_id"])
+        board, done = common["board"], []
+        plan = stages(self.expansion, promo.cfg)
+        for i, rungs in enumerate(plan):
+            batch = [p for p in payloads if promo.rung[p["config_hash"]] in rungs and promo.active(p["config_hash"])]
+            left = {p["run_id"]: promo.stopped[promo.arm[p["config_hash"]]] for p in payloads
+                    if promo.rung[p["config_hash"]] in rungs and not promo.active(p["config_hash"]) and p["run_id"]}  # fmt: skip
+            settle_not_promoted(self.runs.uri, left, board.say)
+            board.skip({p["config_hash"] for p in payloads if p["run_id"] in left})  # they will not run: out of the ETA
+            if batch:
+                board.say(f"ladder stage {i + 1}/{len(plan)}: rung(s) {', '.join(rungs)}, {len(batch)} trials")
+                build_tuner(self.spec, batch, **common).fit()
+            done += rungs
+            if i + 1 < len(plan):
+                d = promo.decide(self.runs.uri, self.runs.experiment, member, done)
+                for arm, why in d.stopped.items():
+                    board.say(f"  promotion: {arm} stops: {why}")
+                for note in d.notes:
+                    board.say(f"  promotion: {note}")
+                board.say(f"  promotion after {d.after_rung}: {', '.join(d.kept)} go on to {plan[i + 1][0]}")
+                self.state["promotion"] = json.loads(promo.to_json())
+                save_state(self.dir, self.state)
+        from orchestrator.tracking import client
+
+        client(self.runs.uri).log_text(member[1], promo.to_json(), "promotion.json")
+
     def _fit(self, payloads: list[dict]) -> None:
         from orchestrator.ray.tune import build_tuner
 
@@ -191,6 +227,9 @@ class Launcher:
             errors=self.errors,
         )
         try:
+            if spec.search.type == "grid" and spec.ladder is not None and spec.ladder.promote is not None:
+                self._fit_promoted(payloads, common)
+                return
             if spec.search.type == "grid":
                 build_tuner(spec, payloads, **common).fit()
                 return

@@ -171,6 +171,13 @@ class SweepProgress:
             self.pending.insert(0, run.work)
         self._say(f"retry   {run.work.name if run else tid}" + (f": {detail}" if detail else ""))
 
+    def skip(self, keys: set[str]) -> None:
+        """Planned trials that will not run (a ladder's arms not promoted to the next rung) leave the
+        plan: the total and the ETA count only what is still to come."""
+        kept = [w for w in self.pending if w.key is None or w.key not in keys]
+        self.total -= len(self.pending) - len(kept)
+        self.pending = kept
+
     def say(self, line: str) -> None:
         """A line of the launcher's own (with the status in front)."""
         self._say(line)

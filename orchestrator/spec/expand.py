@@ -7,13 +7,14 @@ import copy
 import itertools
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
 from orchestrator.printable import terminal
+from orchestrator.spec.ladder import RUNG_AXIS, RungPlan, scale_model, scale_train
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig
@@ -27,6 +28,15 @@ class ExpandedTrial:
     axes: dict[str, Any]
     """The values of the varying axes for this trial (normalised)."""
     name: str = ""
+    rung: RungPlan | None = None
+    """The ladder rung this trial trains at (sweeps with a `ladder`)."""
+    arm: TrialConfig | None = None
+    """A ladder trial's config at the base width, before its rung scaled it: what its arm's
+    axes read (an arm's `model.ffn_dim` is its width at the base model's d_model)."""
+
+    @property
+    def axis_config(self) -> TrialConfig:
+        return self.arm or self.config
 
 
 @dataclass
@@ -37,10 +47,14 @@ class Expansion:
     duplicates: int
     varying: list[str]
     """Axes whose value differs between trials (the columns of the trial table)."""
+    rungs: list[RungPlan] = field(default_factory=list)
+    """The ladder's rungs, smallest first (empty without a ladder)."""
 
 
-def _cells(spec: SweepSpec) -> list[dict[str, Any]]:
+def _cells(spec: SweepSpec, rungs: list[RungPlan]) -> list[dict[str, Any]]:
     dims: list[list[dict[str, Any]]] = [[{path: v} for v in values] for path, values in spec.grid.items()]
+    if rungs:
+        dims.insert(0, [{RUNG_AXIS: r.name} for r in rungs])
     for group in spec.zip:
         n = len(next(iter(group.values())))
         dims.append([{path: values[i] for path, values in group.items()} for i in range(n)])
@@ -82,11 +96,11 @@ def _expand(spec: SweepSpec, known: set[str] | None = None) -> tuple[Expansion, 
     trials = checked.trials
     varying = _varying_axes(spec, trials)
     for t in trials:
-        t.axes = {path: _axis_value(t.config, path) for path in varying}
+        t.axes = {path: t.rung.name if path == RUNG_AXIS and t.rung else _axis_value(t.axis_config, path) for path in varying}
     zipped = {p for group in spec.zip for p in group}
     _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
     issues = checked.issues + _launch_problems(spec, trials)
-    return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying), issues
+    return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying, checked.rungs), issues
 
 
 @dataclass
@@ -97,15 +111,36 @@ class _Checked:
     cells: int
     excluded: int
     duplicates: int
+    rungs: list[RungPlan] = field(default_factory=list)
+
+
+def _rungs(spec: SweepSpec) -> list[RungPlan] | None:
+    """The ladder's rungs ([] without one), or None when they cannot be planned (the ladder's
+    problems are `SweepSpec.problems`' to report)."""
+    if spec.ladder is None:
+        return []
+    try:
+        return spec.rung_plans()
+    except ConfigError:
+        return None
 
 
 def _check_cells(spec: SweepSpec, known: set[str] | None = None) -> _Checked:
     """Build and validate every cell that is not excluded (sections cached per distinct
     combination of their axes' values); each problem once, with the first cell that has it."""
-    cells = _cells(spec)  # SweepSpec bounds their number (MAX_CELLS)
+    rungs = _rungs(spec)
+    if rungs is None:
+        return _Checked([], [], 0, 0, 0)
+    by_rung = {r.name: r for r in rungs}
+    cells = _cells(spec, rungs)  # SweepSpec bounds their number (MAX_CELLS)
     by_section: dict[str, list[str]] = {name: [] for name in SECTIONS}
     for path in list(spec.grid) + [p for group in spec.zip for p in group]:
         by_section[path.split(".")[0]].append(path)
+    base_model = None
+    if rungs:  # a rung sets the model's shape and the training budget
+        by_section["model"].append(RUNG_AXIS)
+        by_section["train"].append(RUNG_AXIS)
+        base_model = TrialConfig.from_dict(spec.base).model
     cache: dict[tuple, Any] = {}
     trials: list[ExpandedTrial] = []
     seen: set[str] = set()
@@ -118,11 +153,18 @@ def _check_cells(spec: SweepSpec, known: set[str] | None = None) -> _Checked:
             continue
         sections: dict[str, Any] = {}  # section name -> its config, as TrialConfig's keyword arguments
         errors: list[Issue] = []
+        rung = by_rung.get(cell.get(RUNG_AXIS, ""))
+        arm: dict[str, Any] = {}  # a ladder trial's sections at the base width: its arm's axis values
         for name, paths in by_section.items():
-            key = (name, repr([(p, cell[p]) for p in paths if p in cell]))
-            hit = cache.get(key)
-            if hit is None:
-                hit = cache[key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell})
+            arm_key = (name, repr([(p, cell[p]) for p in paths if p in cell and p != RUNG_AXIS]))
+            if arm_key not in cache:
+                cache[arm_key] = _build_section(name, spec.base.get(name, {}), {p: cell[p] for p in paths if p in cell and p != RUNG_AXIS})
+            hit = arm[name] = cache[arm_key]
+            if rung is not None and not isinstance(hit, ConfigError):
+                key = (name, arm_key[1], rung.name)
+                if key not in cache:
+                    cache[key] = _at_rung(name, hit, rung, base_model)
+                hit = cache[key]
             if isinstance(hit, ConfigError):
                 errors += hit.issues
             else:
@@ -144,8 +186,8 @@ def _check_cells(spec: SweepSpec, known: set[str] | None = None) -> _Checked:
             duplicates += 1
             continue
         seen.add(h)
-        trials.append(ExpandedTrial(cfg, h, {}))
-    return _Checked(trials, issues, len(cells), excluded, duplicates)
+        trials.append(ExpandedTrial(cfg, h, {}, rung=rung, arm=TrialConfig(**arm, tracking=spec.tracking) if rung else None))
+    return _Checked(trials, issues, len(cells), excluded, duplicates, rungs)
 
 
 def _launch_problems(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[Issue]:
@@ -221,6 +263,18 @@ def _build_section(name: str, base: Any, values: dict[str, Any]) -> Config | Con
         return err
 
 
+def _at_rung(section: str, config: Any, rung: RungPlan, base_model: Any) -> Any:
+    """An arm's model or train section at a ladder rung (other sections as they are)."""
+    try:
+        if section == "model":
+            return scale_model(config, rung, base_model)
+        if section == "train":
+            return scale_train(config, rung)
+    except ConfigError as err:
+        return err.with_prefix(section)
+    return config
+
+
 def _axis_value(cfg: TrialConfig, path: str) -> Any:
     if path == "model.gate":
         return cfg.model.gate.label
@@ -233,13 +287,13 @@ def _axis_value(cfg: TrialConfig, path: str) -> Any:
 def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
     """Axis paths whose (normalised) values differ between trials; gate fields fold into one `model.gate` column."""
     paths = list(spec.grid) + [p for group in spec.zip for p in group]
-    out: list[str] = []
+    out: list[str] = [RUNG_AXIS] if len({t.rung.name for t in trials if t.rung}) > 1 else []
     gate_varies = False
     for path in paths:
         if path.startswith("model.gate"):
             gate_varies = gate_varies or len({t.config.model.gate.label for t in trials}) > 1
             continue
-        if len({repr(_axis_value(t.config, path)) for t in trials}) > 1:
+        if len({repr(_axis_value(t.axis_config, path)) for t in trials}) > 1:
             out.append(path)
     return (["model.gate"] if gate_varies else []) + out
 
@@ -247,7 +301,7 @@ def _varying_axes(spec: SweepSpec, trials: list[ExpandedTrial]) -> list[str]:
 def _short(path: str, value: Any) -> str:
     if path == "model.gate":
         return str(value)
-    if path == "model.size":
+    if path in ("model.size", RUNG_AXIS):
         return str(value)
     if path == "train.seed":
         return f"s{value}"

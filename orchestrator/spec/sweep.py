@@ -26,6 +26,7 @@ from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, did_you_mean, field_type, set_dotted, show
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
+from orchestrator.spec.ladder import RUNG_AXIS, LadderConfig, axis_problems, plan_rungs, rung_names
 from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths
 from orchestrator.spec.search import ResourcesConfig, SchedulerConfig, SearchConfig, _distribution_problems, numeric_bounds
 from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
@@ -62,6 +63,8 @@ class SweepSpec(Config):
     """Cells to skip: a cell matching every pair of an entry is dropped."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """Grid, or Optuna within each grid arm."""
+    ladder: LadderConfig | None = None
+    """The size axis as a scaling ladder: rungs with compute-matched budgets (see `orchestrator.spec.ladder`)."""
     scheduler: SchedulerConfig | None = None
     """Optional early stopping (ASHA)."""
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
@@ -109,6 +112,19 @@ class SweepSpec(Config):
                 if path in axes:
                     out.append(Issue(f"zip[{g}].{path}", f"is already an axis ({axes[path]})"))
                 axes[path] = f"zip[{g}]"
+        if self.ladder is not None:
+            out += axis_problems([(p, w) for p, w in axes.items()] + [(p, f"search.space.{p}") for p in self.search.space])
+            axes[RUNG_AXIS] = "ladder.rungs"
+            out += self._ladder_problems()
+            promote = self.ladder.promote
+            arm_axes = [a for a in axes if a != RUNG_AXIS and a.rsplit(".", 1)[-1] != "seed"]
+            for key in promote.baseline if promote is not None else {}:
+                if key not in arm_axes:
+                    out.append(
+                        Issue(
+                            f"ladder.promote.baseline.{key}", f"is not an arm axis of this sweep; arm axes: {', '.join(arm_axes) or 'none'}"
+                        )
+                    )
         for e, entry in enumerate(self.exclude):
             if not entry:
                 out.append(Issue(f"exclude[{e}]", "is empty (it would exclude every cell)"))
@@ -125,6 +141,7 @@ class SweepSpec(Config):
         out += _overlapping_axes({**axes, **{p: f"search.space.{p}" for p in self.search.space}})
         out += _exclude_value_problems(self)
         cells = math.prod(len(v) for v in self.grid.values()) * math.prod(len(next(iter(g.values()), [])) for g in self.zip)
+        cells *= len(self.ladder.rungs) if self.ladder is not None else 1
         if cells > MAX_CELLS:
             out.append(Issue("grid", f"expands to {cells:,} cells; allowed: at most {MAX_CELLS:,} (split the sweep into several files)"))
         if cells <= MAX_CELLS and not any(i.path.startswith(("grid", "zip")) for i in out):
@@ -133,6 +150,27 @@ class SweepSpec(Config):
             out += cell_problems(self, known=base_issues)
         out += _space_problems(self)  # it skips the dimensions reported above
         return out
+
+    def _ladder_problems(self) -> list[Issue]:
+        """A ladder that cannot be trained from this base (reported with the base's own problems otherwise)."""
+        if self.ladder is None:
+            return []
+        try:
+            base = TrialConfig.from_dict(self.base)
+        except ConfigError:
+            return []  # the base's problems are reported already
+        try:
+            self.rung_plans(base)
+        except ConfigError as err:
+            return err.issues
+        return []
+
+    def rung_plans(self, base: TrialConfig | None = None) -> list:
+        """The ladder's rungs resolved against the base (`orchestrator.spec.ladder.plan_rungs`); [] without a ladder."""
+        if self.ladder is None:
+            return []
+        base = base or TrialConfig.from_dict(self.base)
+        return plan_rungs(self.ladder, base.model, base.train, base.data, self.resources.workers_per_trial)
 
 
 def _overlapping_axes(axes: dict[str, str]) -> list[Issue]:
@@ -149,7 +187,9 @@ def _overlapping_axes(axes: dict[str, str]) -> list[Issue]:
 
 def _exclude_value_problems(spec: SweepSpec) -> list[Issue]:
     """An exclude value that no cell has excludes nothing: most likely a typo."""
-    values = dict(spec.grid)
+    values: dict[str, list[Any]] = dict(spec.grid)
+    if spec.ladder is not None:
+        values[RUNG_AXIS] = rung_names(spec.ladder)
     for group in spec.zip:
         values.update(group)
     out = []
@@ -294,4 +334,10 @@ def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
     exclude = [{path: fixed.get(path, value) for path, value in entry.items()} for entry in spec.exclude]
     base = deep_merge(spec.base, smoke)
     search = spec.search.replace(num_samples=min(spec.search.num_samples, 2))
-    return spec.replace(name=f"{spec.name}-smoke", base=base, grid=grid, zip=zipped, exclude=exclude, search=search, scheduler=None)
+    ladder = spec.ladder
+    if ladder is not None:  # every rung at the smoke steps; shapes (and so the fits' inputs) as launched
+        rungs = [r.replace(steps=steps, warmup_steps=smoke["train"]["warmup_steps"]) for r in ladder.rungs]
+        ladder = ladder.replace(rungs=rungs)
+    return spec.replace(
+        name=f"{spec.name}-smoke", base=base, grid=grid, zip=zipped, exclude=exclude, search=search, scheduler=None, ladder=ladder
+    )

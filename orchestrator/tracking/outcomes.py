@@ -14,6 +14,7 @@ same way in the console table, the MLflow UI and the report:
 | disk           | FAILED        | no              | a checkpoint or artifact that cannot be written           |
 | crashed        | FAILED        | yes (`retries`) | an unexpected exception, a killed worker, a lost node     |
 | stopped        | KILLED        | no              | ASHA stopped it; every metric it logged is kept           |
+| not_promoted   | KILLED        | no              | a ladder's promotion stopped its arm before this rung     |
 | interrupted    | KILLED        | on `resume`     | Ctrl-C, SIGTERM or SIGHUP to the driver                   |
 
 Only `crashed` is worth a retry: the others would fail the same way again. A trial that fails
@@ -36,6 +37,7 @@ STATUS = {
     "disk": "FAILED",
     "crashed": "FAILED",
     "stopped": "KILLED",
+    "not_promoted": "KILLED",
     "interrupted": "KILLED",
 }
 RETRIED = frozenset({"crashed"})

@@ -63,6 +63,8 @@ def run_outcome(status: str, tags: Mapping[str, str]) -> str:
     (running, scheduled, or killed without a reason). A failed run without an outcome tag
     counts as `crashed`."""
     state = run_state(status, tags).state
+    if state == "stopped" and tags.get(OUTCOME_TAG) == "not_promoted":
+        return "not_promoted"
     if state in ("finished", "stopped", "interrupted"):
         return state
     if state == "failed":

@@ -29,6 +29,7 @@ from orchestrator.tracking.outcomes import TrialFailed, classify
 from orchestrator.trial.callbacks import benchmarks
 from orchestrator.trial.callbacks.artifacts import Artifacts
 from orchestrator.trial.callbacks.checkpoint import Checkpointer
+from orchestrator.trial.callbacks.compute import Compute
 from orchestrator.trial.callbacks.console import Console
 from orchestrator.trial.callbacks.mlflow_logging import MLflowLogging
 from orchestrator.trial.callbacks.speed import Speed
@@ -165,6 +166,7 @@ def make_trainer(
         else None,
         spikes,
         Speed(),
+        Compute(built.model_cfg, cfg.data.seq_len),
         tracker,
         Artifacts(cfg, built, spikes.detector, ctx.run_dir, tracker) if tracker is not None else None,
         console,

@@ -23,3 +23,19 @@ def test_trial_plots_from_a_trial_s_own_data(tmp_path):
     ]
     for path in made:
         assert path.read_bytes()[:4] == PNG, path
+
+
+def test_the_ladder_plots_draw_fits_bands_and_trends_with_infinities_and_gaps(tmp_path):
+    import math
+
+    arms = [
+        plots.LadderArm("none", [(1e11, 2.5), (1e12, 2.2), (1e13, 2.0)], (1.6, 40.0, 0.18)),
+        plots.LadderArm("G1", [(1.05e11, 2.45), (1.05e12, 2.15)], None),  # no fit, a rung missing
+    ]
+    for target in (4.7e21, 5e13, math.nan):
+        assert plots.ladder_fits(arms, target, tmp_path / "fits.png", "val_loss").stat().st_size > 5000
+    series = [("G1", [1e11, 1e12, 1e13], [1.2, 1.4, math.inf], [0.9, 1.1, 0.8], [1.6, math.inf, math.inf])]
+    assert plots.ladder_multipliers(series, tmp_path / "m.png").stat().st_size > 5000
+    assert plots.ladder_multipliers([], tmp_path / "empty.png").exists()
+    panels = [("first_token_attn", [("none", [1e11, 1e12], [0.5, 0.6], [0.1, math.nan]), ("G1", [], [], [])])]
+    assert plots.ladder_trends(panels, tmp_path / "t.png").stat().st_size > 5000

@@ -43,6 +43,20 @@ def test_counts_use_the_true_total_and_never_lag_an_event():
     assert len(b.pending) == 10  # pending = the plan's trials not started, not the ones Tune created
 
 
+def test_trials_a_ladder_does_not_promote_leave_the_total_and_the_eta():
+    b, clock, _, plan = board(12, concurrency=2)
+    b.start("a", plan[0])
+    b.start("b", plan[1])
+    clock.t += 100
+    b.end("a", "done")
+    b.end("b", "done")
+    assert b.eta() == pytest.approx(500.0)  # 10 left on 2 slots
+    b.skip({"h6", "h7", "h8", "h9", "h10", "h11"})  # an arm stopped: its upper rungs never run
+    assert b.total == 6 and len(b.pending) == 4
+    assert b.eta() == pytest.approx(200.0)
+    assert b.status().startswith("[2/6 done")
+
+
 def test_eta_learns_from_finished_trials_and_lays_the_rest_on_the_slots():
     b, clock, _, plan = board(12, concurrency=2)
     b.start("a", plan[0])

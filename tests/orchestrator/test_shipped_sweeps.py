@@ -54,6 +54,13 @@ SHIPPED = {
         ("length_copy/none/512", "length_copy/yarn/512", "length_copy/base/512", "length_excess/yarn/1024", "length_loss/base/256"),
         {"first_token_attn_per_layer.png", "loss_curves.png"},
     ),
+    "ladder_cpu.yaml": (
+        "ladder-cpu",
+        36,
+        ("none", "G1-elementwise", "d32-l2", "d80-l2", "197"),
+        ("val_loss", "val_bpb", "first_token_attn", "train_flops"),
+        {"ladder_fits.png", "ladder_multipliers.png", "ladder_trends.png"},
+    ),
     "paper_lr_stability_cpu.yaml": (
         "paper-lr-stability-cpu",
         24,
@@ -107,3 +114,9 @@ def test_shipped_sweep_smoke_and_report(file, tmp_path):
     for column in columns:
         assert column in md, column
     assert figures <= {p.name for p in out.glob("*.png")}
+    if "ladder" in file:  # the ladder's section, with a fit per arm (smoke losses are what they are)
+        assert "## Scaling ladder" in md and "effective-compute multiplier" in md
+        import json
+
+        doc = json.loads((out / "report.json").read_text())
+        assert [r["rung"] for r in doc["ladder"]["rungs"]] == ["d32-l2", "d48-l2", "d64-l2", "d80-l2"]
