@@ -60,7 +60,11 @@ class Law:
         """The compute at which this law reaches `loss` (inf at or below E)."""
         if not loss > self.E:
             return math.inf
-        return ((loss - self.E) / self.A) ** (-1.0 / self.alpha)
+        log_ratio = math.log((loss - self.E) / self.A)
+        if self.alpha <= 0.0:  # a flat law (alpha underflowed to 0): it is at E + A at every compute
+            return math.inf if log_ratio < 0 else (0.0 if log_ratio > 0 else 1.0)
+        exponent = -log_ratio / self.alpha
+        return math.inf if exponent > 709.0 else math.exp(exponent)  # beyond 709: past float range
 
     def to_dict(self) -> dict:
         return {"E": self.E, "A": self.A, "alpha": self.alpha, "rmse_log": self.rmse}

@@ -21,6 +21,18 @@ def _private_cache(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test starts from the same environment: an in-process call that sets a variable
+    (`mlflow.set_tracking_uri` writes MLFLOW_TRACKING_URI into os.environ) must not send a later
+    test's subprocesses to another test's store."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def tracking_uri(tmp_path):
     return f"sqlite:///{tmp_path / 'mlflow.db'}"

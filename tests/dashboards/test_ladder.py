@@ -253,3 +253,23 @@ def test_the_baseline_arm_is_the_one_the_others_are_compared_with():
 def test_a_target_below_the_rungs_is_said_to_be_one():
     lad = analyse(compare(sweep_of()), target=1e9, replicates=10)
     assert any("lies below the smallest rung" in n for n in lad.notes)
+
+
+def test_a_flat_ladder_gives_multipliers_not_a_crash():
+    """Losses that do not fall with compute (a `--smoke` ladder of 4 steps per rung) fit α at its
+    lower bound: the multipliers are what a flat law gives (0, 1 or inf), never a ZeroDivisionError."""
+    from orchestrator.scaling import Law
+
+    flat = Law(E=1.0, A=2.0, alpha=0.0)
+    assert flat.compute_for(2.5) == math.inf and flat.compute_for(3.5) == 0.0 and flat.compute_for(3.0) == 1.0
+    assert Law(E=1.0, A=2.0, alpha=1e-300).compute_for(2.5) == math.inf  # past the float range, not OverflowError
+
+    def flatten(run):
+        run.metrics["val_loss"] = 5.55 + 1e-3 * (int(run.name[-1]) - 1)  # the seed's wobble, no trend
+        return run
+
+    comp = compare(sweep_of(tweak=flatten))
+    comp.ladder = analyse(comp, replicates=20)
+    doc = json.loads(report_json(comp))  # strict JSON
+    assert doc["ladder"]["fits"]["val_loss"] is not None
+    assert "effective-compute multiplier" in ladder_terminal(comp.ladder)

@@ -92,19 +92,24 @@ def test_raw_search_runs_is_easy_with_the_kind_tag(store):
     import mlflow
 
     cl, parent, children = mlflow_runs(store)
-    mlflow.set_tracking_uri(store.uri)
-    raw = mlflow.search_runs(experiment_names=["dash"], filter_string="tags.`gatesweep.sweep` = 'cmp'")
-    assert len(raw) == len(children) + 1  # the parent carries the sweep's name too
-    trials = mlflow.search_runs(
-        experiment_names=["dash"],
-        filter_string=f"tags.`gatesweep.kind` = 'trial' and tags.`gatesweep.in.cmp` = '{parent.info.run_id}'",
-    )
-    assert set(trials["run_id"]) == {r.info.run_id for r in children}
-    assert not [c for c in trials.columns if c.startswith("metrics.") and "/none" in c]  # no per-configuration means of the parent
-    ungated = trials[trials["tags.gatesweep.gate"] == "none"]
-    assert len(ungated) == 3 and ungated["params.model.gate.granularity"].isna().all()
-    gated = trials[trials["tags.gatesweep.gate"] == "G1-elementwise"]
-    assert (gated["params.model.gate.granularity"] == "elementwise").all()
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(store.uri)  # also MLflow's in-process default: set back at the end
+    try:
+        raw = mlflow.search_runs(experiment_names=["dash"], filter_string="tags.`gatesweep.sweep` = 'cmp'")
+        assert len(raw) == len(children) + 1  # the parent carries the sweep's name too
+        trials = mlflow.search_runs(
+            experiment_names=["dash"],
+            filter_string=f"tags.`gatesweep.kind` = 'trial' and tags.`gatesweep.in.cmp` = '{parent.info.run_id}'",
+        )
+        assert set(trials["run_id"]) == {r.info.run_id for r in children}
+        assert not [c for c in trials.columns if c.startswith("metrics.") and "/none" in c]  # no per-configuration means of the parent
+        ungated = trials[trials["tags.gatesweep.gate"] == "none"]
+        assert len(ungated) == 3 and ungated["params.model.gate.granularity"].isna().all()
+        gated = trials[trials["tags.gatesweep.gate"] == "G1-elementwise"]
+        assert (gated["params.model.gate.granularity"] == "elementwise").all()
+
+    finally:
+        mlflow.set_tracking_uri(previous)
 
 
 def test_unknown_sweep_or_store_is_one_clear_error(store, tmp_path):
