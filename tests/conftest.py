@@ -33,8 +33,23 @@ def _environment_restored():
         os.environ.update(saved)
 
 
+@pytest.fixture(scope="session")
+def migrated_store(tmp_path_factory):
+    """An empty SQLite MLflow store with MLflow's schema, built once per test session (its
+    migrations take seconds); `tracking_uri` hands each test a copy of it."""
+    from orchestrator.tracking import client
+
+    db = tmp_path_factory.mktemp("migrated-store") / "mlflow.db"
+    client(f"sqlite:///{db}").search_experiments(max_results=1)  # every write committed: the file is whole
+    return db
+
+
 @pytest.fixture
-def tracking_uri(tmp_path):
+def tracking_uri(tmp_path, migrated_store):
+    """A fresh store of the test's own: a copy of the session's migrated one."""
+    import shutil
+
+    shutil.copyfile(migrated_store, tmp_path / "mlflow.db")
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 

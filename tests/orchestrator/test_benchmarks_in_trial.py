@@ -30,6 +30,7 @@ def text_trial(**eval_over) -> TrialConfig:
     )
 
 
+@pytest.mark.slow
 def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_uri):
     from mlflow.tracking import MlflowClient
 
@@ -53,6 +54,7 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
     assert not unknown, unknown
 
 
+@pytest.mark.slow
 def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):
     cfg = text_trial(tasks={"names": []}, ruler={"enabled": False}, ppl_sets=[])
     result = run_trial(cfg, TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))

@@ -71,6 +71,7 @@ def test_missing_file_and_bad_tracking_uri(tmp_path):
     assert out.returncode == 2 and "allowed schemes" in out.stderr
 
 
+@pytest.mark.slow
 def test_train_then_resume_refusal_and_resume(tmp_path):
     out = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

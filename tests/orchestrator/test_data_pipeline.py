@@ -196,6 +196,7 @@ def _prepare_in_child(src: str, cache: str, out) -> None:
     out.put((p.fresh, str(p.folder), p.meta["built"]["at"], int(p.stream("train").read(0, 50).sum())))
 
 
+@pytest.mark.slow
 def test_concurrent_builders_of_one_corpus_build_it_once(tmp_path, cache):
     src = tmp_path / "big.txt"
     src.write_text("".join(f"line {i} of a corpus that takes a moment to tokenize\n" for i in range(200_000)))
@@ -274,6 +275,7 @@ def test_eos_separator_without_an_end_of_text_token(tmp_path, cache):
     assert text == "one " * 50
 
 
+@pytest.mark.slow
 def test_data_prepare_command_and_listing(tmp_path):
     src = folder_of_docs(tmp_path / "d", [f"doc {i} " * 100 for i in range(20)])
     env = {**os.environ, "GATESWEEP_CACHE": str(tmp_path / "cache")}
@@ -296,6 +298,7 @@ def test_data_prepare_command_and_listing(tmp_path):
     assert meta["tokenizer"]["name"] == "gpt2" and meta["dtype"] == "<u2"
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_corpus_cannot_fill_a_window_is_refused_before_launch(tmp_path):
     import yaml
 

@@ -33,6 +33,7 @@ def gatesweep(*args, cwd, preexec_fn=None, timeout=600, env=None):
     )
 
 
+@pytest.mark.slow
 def test_full_disk_fails_clearly_and_leaves_no_checkpoint_that_looks_whole(tmp_path):
     limit = 12 * 2**20  # a file-size quota: MLflow's database fits, a `small` checkpoint (~64 MB) does not
 
@@ -68,6 +69,7 @@ def test_full_disk_fails_clearly_and_leaves_no_checkpoint_that_looks_whole(tmp_p
     assert not list((tmp_path / "runs").glob("train-*/model.pt"))
 
 
+@pytest.mark.slow
 def test_unwritable_runs_dir_is_a_user_error(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -81,6 +83,7 @@ class _Evil:
         return (os.system, (f"touch {os.environ.get('EVIL_MARKER', '/tmp/gatesweep-evil')}",))
 
 
+@pytest.mark.slow
 def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
     fast = [
         "--set",

@@ -72,6 +72,7 @@ def test_multiple_choice_prompt_and_score_are_the_harness_s(name, first_context)
     assert lm.contexts[0] == first_context
 
 
+@pytest.mark.slow
 def test_loglikelihood_family_lambada():
     out = run_tasks(uniform, TOK, ["lambada_openai"], limit=4, max_len=1024, batch_size=4)
     loaded = load_tasks(["lambada_openai"], num_fewshot=None)
@@ -83,6 +84,7 @@ def test_loglikelihood_family_lambada():
     assert out["lambada_openai/acc"] == 0.0  # a uniform model's argmax (token 0) is never the target
 
 
+@pytest.mark.slow
 def test_generation_family_gsm8k_uses_the_harness_answer_extraction():
     """A 'model' that always writes the gold answer line for the first question scores 1 on it."""
     loaded = load_tasks(["gsm8k"], num_fewshot=0)
@@ -108,12 +110,14 @@ def test_generation_family_gsm8k_uses_the_harness_answer_extraction():
     assert out["gsm8k/exact_match/flexible-extract"] == 1.0
 
 
+@pytest.mark.slow
 def test_gold_bits_per_byte_of_a_uniform_model_is_log2_of_the_vocabulary():
     out = run_tasks(uniform, TOK, ["arc_easy_bpb", "sciq_bpb"], limit=5, max_len=1024, batch_size=8)
     for name in ("arc_easy_bpb", "sciq_bpb"):
         assert out[f"{name}/bits_per_byte"] == pytest.approx(math.log2(V), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_mmlu_through_the_harness_predicts_as_the_reference_implementation():
     """The reference MMLU (tests/orchestrator/mmlu_reference, checked question by question against
     the harness's template) is the oracle: a random small model gives the same accuracy per
@@ -133,6 +137,7 @@ def test_mmlu_through_the_harness_predicts_as_the_reference_implementation():
     assert out["harness/cut_contexts"] == ref.n_cut
 
 
+@pytest.mark.slow
 def test_mmlu_group_reports_its_four_categories():
     out = run_tasks(uniform, TOK, ["mmlu"], limit=2, max_len=2048, batch_size=16)  # 2: a stderr needs two samples
     for group in ("mmlu", "mmlu_stem", "mmlu_humanities", "mmlu_social_sciences", "mmlu_other"):
@@ -175,6 +180,7 @@ def test_bad_task_configs_are_refused_with_the_field():
     assert "mmlu_virology" in task_names() and "hellaswag_bpb" in task_names()
 
 
+@pytest.mark.slow
 def test_an_explicit_dataset_folder_is_read_as_given(tmp_path):
     """`eval.tasks.paths` points a dataset at any folder datasets can read, with the harness's own
     splits (piqa's task reads train and validation); a folder without them is one clear line."""

@@ -387,6 +387,7 @@ def test_a_signal_during_a_ray_start_is_held_until_it_is_up():
     assert done == ["recorded"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to_resume(tmp_path, capsys, monkeypatch, module_uri):
     from mlflow.tracking import MlflowClient
 
@@ -631,6 +632,7 @@ def test_transient_errors_are_known_by_type_and_code():
     assert "locked" in str(locked) and transient(locked)
 
 
+@pytest.mark.slow
 def test_params_are_retried_in_a_bounded_loop_not_by_recursion(monkeypatch):
     from orchestrator.tracking import client
     from orchestrator.tracking.logger import StoreCalls

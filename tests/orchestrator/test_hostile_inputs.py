@@ -464,6 +464,7 @@ LAUNCHES = [
 
 
 @pytest.mark.parametrize("name, build, expected", LAUNCHES, ids=[c[0] for c in LAUNCHES])
+@pytest.mark.slow
 def test_launch_refuses_before_anything_is_written(tmp_path, name, build, expected):
     (tmp_path / "sub").mkdir()
     t0 = time.perf_counter()

@@ -67,6 +67,7 @@ def trained(tmp_path_factory):
     return {"root": root, "corpus": corpus, "uri": uri, "run_id": result.run_id, "run_dir": root / "run"}
 
 
+@pytest.mark.slow
 def test_export_a_trained_trial_by_run_id_then_transformers_loads_it(trained, tmp_path, capsys):
     out = tmp_path / "hf"
     code, stdout, err = cli(capsys, "export", trained["run_id"], "--out", out, "--tracking-uri", trained["uri"])
@@ -335,6 +336,7 @@ def test_probe_refusals(trained, tmp_path, capsys):
     one_line_error(*cli(capsys, "probe", trained["run_dir"], "--data", "shakespeare", "--sequences", 0)[::2], "--sequences: got 0")
 
 
+@pytest.mark.slow
 def test_the_entry_point_exits_2_without_a_traceback(tmp_path):
     folder = config_folder(tmp_path / "llama", {**QWEN3, "model_type": "llama"})
     out = subprocess.run(

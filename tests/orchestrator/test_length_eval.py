@@ -131,6 +131,7 @@ def test_a_search_cannot_compare_a_length_metric_a_trial_does_not_report():
     assert "not bigram-backcopy" in _reports(text, "length_copy/yarn/256", at_every_evaluation=False)
 
 
+@pytest.mark.slow
 def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_uri):
     from mlflow.tracking import MlflowClient
 
@@ -189,6 +190,7 @@ def test_a_length_the_heldout_split_cannot_fill_is_skipped_and_said_so(tmp_path)
     assert any(line.startswith("length 4096: skipped (") and "cannot fill one window" in line for line in said), said
 
 
+@pytest.mark.slow
 def test_gatesweep_run_refuses_lengths_the_heldout_split_cannot_fill(tmp_path):
     import yaml
 

@@ -97,6 +97,7 @@ def test_a_text_evaluation_reports_no_bigram_metric(tmp_path):
     assert not set(registry.names(when="eval", needs="bigram")) & set(metrics)
 
 
+@pytest.mark.slow
 def test_a_finished_trial_has_every_final_metric(tmp_path, tracking_uri):
     from orchestrator.trial.run import TrialContext, run_trial
 

@@ -111,6 +111,7 @@ def test_answers_are_in_the_prompt_and_prompts_fill_the_length(tok, task):
 
 
 @pytest.mark.parametrize("task", ["niah_single", "niah_multikey", "vt"])
+@pytest.mark.slow
 def test_essay_haystack(task):
     tok = gpt2_tokenizer()
     for s in ruler.make_samples(task, 512, tok, 2, seed=1, haystack="essay"):

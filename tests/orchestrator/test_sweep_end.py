@@ -7,6 +7,7 @@ import os
 import signal
 from types import SimpleNamespace
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from orchestrator.cli import run as run_cmd
@@ -20,6 +21,7 @@ def _parent(uri: str) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_a_signal_while_the_report_is_built_exits_130_with_the_parent_closed(tracking_uri, tmp_path, monkeypatch, capsys):
     parent = _parent(tracking_uri)
     outcome = SimpleNamespace(parent_run_id=parent, parent_status="FINISHED", report_dir=None, report_error="")

@@ -172,6 +172,7 @@ def test_plan_of_a_10000_trial_grid_is_fast():
     assert elapsed < 5  # the benchmark reports the real figure; this only guards against a blow-up
 
 
+@pytest.mark.slow
 def test_plan_command_prints_the_table_and_counts(tmp_path):
     out = gatesweep("plan", str(ROOT / "sweeps" / "quickstart.yaml"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr

@@ -29,6 +29,7 @@ def history(client, run_id, key="train/loss"):
     return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
 
 
+@pytest.mark.slow
 def test_trial_logs_every_metric_param_tag_and_artifact(tmp_path, tracking_uri):
     c = cfg()
     result = run_trial(c, TrialContext(run_dir=tmp_path / "run", tracking_uri=tracking_uri, experiment="t"))
@@ -66,6 +67,7 @@ def test_trial_logs_every_metric_param_tag_and_artifact(tmp_path, tracking_uri):
     assert (tmp_path / "run" / "model.pt").exists()
 
 
+@pytest.mark.slow
 def test_resume_reproduces_the_uninterrupted_loss_curve(tmp_path, tracking_uri):
     c = cfg()
     client = MlflowClient(tracking_uri)
@@ -99,6 +101,7 @@ def test_nan_loss_fails_the_trial_with_its_reason(tmp_path, tracking_uri):
     assert "diverged" in run.data.tags["gatesweep.failure_reason"]
 
 
+@pytest.mark.slow
 def test_gqa_text_trial_with_zero_stage_and_grad_accum(tmp_path, tracking_uri):
     c = TrialConfig.from_dict(
         {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
@@ -17,6 +18,7 @@ from orchestrator.trial.run import TrialContext, run_trial
 from .test_trial import cfg
 
 
+@pytest.mark.slow
 def test_trial_run_has_dataset_inputs_system_metrics_and_loadable_weights(tmp_path, tracking_uri):
     c = cfg(train={"steps": 20, "eval_every": 10, "checkpoint_every": 0})
     result = run_trial(c, TrialContext(run_dir=tmp_path / "run", tracking_uri=tracking_uri, experiment="t"))
@@ -79,6 +81,7 @@ def test_a_local_text_corpus_is_a_local_dataset_with_both_splits(tmp_path):
     assert [t.value for t in train.tags] == ["training"] and [t.value for t in val.tags] == ["validation"]
 
 
+@pytest.mark.slow
 def test_the_logged_weights_load_through_the_export_path(tmp_path, tracking_uri):
     """The artifact is the trial's model.pt itself, so `orchestrator.interop` (gatesweep export)
     reads a downloaded copy as it reads RUN_DIR/model.pt."""

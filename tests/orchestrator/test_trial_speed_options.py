@@ -46,6 +46,7 @@ def test_activation_checkpointing_gives_the_same_gradients(moe):
         assert torch.equal(model(ids), model(ids))
 
 
+@pytest.mark.slow
 def test_options_train_like_the_default_and_are_validated(tmp_path, tracking_uri):
     client = MlflowClient(tracking_uri)
     base = run_trial(
@@ -66,6 +67,7 @@ def test_options_train_like_the_default_and_are_validated(tmp_path, tracking_uri
             TrialConfig.from_dict({"train": {bad[0]: bad[1]}})
 
 
+@pytest.mark.slow
 def test_compile_trains_like_eager(tmp_path, tracking_uri):
     """torch.compile on the smallest model: the same loss curve to compiler rounding, the
     compilation inside `first_step_s`, checkpoints with unchanged parameter names."""
@@ -80,6 +82,7 @@ def test_compile_trains_like_eager(tmp_path, tracking_uri):
     assert not any("_orig_mod" in k for k in blob["model"]), "compiled checkpoints keep the model's names"
 
 
+@pytest.mark.slow
 def test_bf16_on_cpu_is_deepspeeds_mixed_precision_and_resumes(tmp_path, tracking_uri):
     """`deepspeed.precision: bf16` runs on a CPU as on a GPU: bf16 weights and activations, fp32
     master weights in the optimizer. Its loss curve follows fp32's to bf16 rounding (and is not

@@ -126,6 +126,7 @@ def test_tune_report_flushes_first_and_names_the_checkpoint_folder(tmp_path):
     assert reports[2][0] == {"step": 30, "val_loss": 0.5}
 
 
+@pytest.mark.slow
 def test_mlflow_logging_opens_the_run_logs_points_and_records_the_ending(tmp_path, tracking_uri):
     from mlflow.tracking import MlflowClient
 
@@ -172,6 +173,7 @@ def test_mlflow_logging_opens_the_run_logs_points_and_records_the_ending(tmp_pat
 # ---- artifacts, benchmarks ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_artifacts_writes_every_file_and_keeps_the_loss_history(tmp_path):
     cfg = config()
     built = SimpleNamespace(model_cfg=cfg.model.replace(vocab_size=VOCAB), ds_json={"zero_optimization": {"stage": 0}}, model=Tiny())
