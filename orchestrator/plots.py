@@ -159,7 +159,10 @@ def gate_histograms(
         ax.set_title(label, fontsize=9)
         ax.text(0.97, 0.93, f"{low:.0%} < {LOW_GATE:g}", transform=ax.transAxes, ha="right", va="top", fontsize=8)
         ax.set_xlim(0, 1)
-        ax.set_yscale("log")
+        if any(f > 0 for f in frac):
+            ax.set_yscale("log")
+        else:  # no finite score was counted (a model with NaN weights): an empty panel that says so
+            ax.text(0.5, 0.5, "no finite scores", transform=ax.transAxes, ha="center", va="center", fontsize=8)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     for k in range(n, rows * cols):

@@ -59,6 +59,7 @@ def _expected_uniform_acc(task, limit: int) -> tuple[float, float]:
         ("hellaswag", "Roof shingle removal: A man is sitting on a roof. He"),
     ],
 )
+@pytest.mark.slow
 def test_multiple_choice_prompt_and_score_are_the_harness_s(name, first_context):
     loaded = load_tasks([name], num_fewshot=None)
     task = loaded["tasks"][name]

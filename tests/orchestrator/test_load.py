@@ -16,7 +16,7 @@ import yaml
 
 from orchestrator.trial.run import FINAL_METRICS
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.slow]  # out of the fast tier as well as the default run
 
 
 def test_hundred_trial_sweep(tmp_path):

@@ -19,6 +19,7 @@ def test_trial_plots_from_a_trial_s_own_data(tmp_path):
         plots.first_token_per_layer([0.4, 0.1], 0.059, tmp_path / "first_token_attn.png", "first-token attention (G1)"),
         plots.attention_map(torch.softmax(torch.randn(8, 8), -1), tmp_path / "attention_map.png", "last layer"),
         plots.gate_histogram([[1, 2, 3, 0, 5], [5, 4, 3, 2, 1]], tmp_path / "gate_hist.png", "gate scores (G1)"),
+        plots.gate_histogram([[0, 0, 0], [0, 0, 0]], tmp_path / "no_scores.png", "a NaN model's gate: nothing counted"),
         plots.attention_pair(("none", [[1.0, 0.0], [0.5, 0.5]]), ("G1", [[1.0, 0.0], [0.9, 0.1]]), tmp_path / "pair.png"),
     ]
     for path in made:
