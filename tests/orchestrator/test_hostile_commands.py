@@ -14,6 +14,7 @@ devices, symlinks, sparse files); the few that start processes are marked slow.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -392,9 +393,18 @@ def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to
     from mlflow.tracking import MlflowClient
 
     sweep = tmp_path / "s.yaml"
-    sweep.write_text(yaml.safe_dump({"name": "full", "base": {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}}}))
-    state = tmp_path / "runs" / "sweeps" / "full"
-    (state / f"state.json.tmp{os.getpid()}" / "x").mkdir(parents=True)  # the write of state.json fails, as on a full disk
+    base = {"model": {"size": "tiny"}, "data": {"source": "bigram-backcopy"}, "train": {"steps": 20, "eval_every": 0}}
+    sweep.write_text(yaml.safe_dump({"name": "full", "base": base}))
+    from orchestrator import storage
+
+    write_json = storage.write_json
+
+    def disk_full_for_state(path, obj, **dumps):  # what the atomic writer raises when the disk is full
+        if Path(path).name == "state.json":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return write_json(path, obj, **dumps)
+
+    monkeypatch.setattr(storage, "write_json", disk_full_for_state)
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "run", sweep, "--tracking-uri", module_uri)
     assert code == 1, out + err
