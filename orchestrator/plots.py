@@ -425,10 +425,13 @@ def ladder_multipliers(
     ax.axhline(1.0, color="gray", ls="--", lw=1)
     _log_axes(ax, y=True)
     ax.set_ylim(bottom, top * 1.05)
-    if top / bottom > 10:  # decades apart: the major ticks say enough
-        from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    ticks = [2.0**k for k in range(-12, 13) if bottom <= 2.0**k <= top * 1.05]
+    if 3 <= len(ticks) <= 10:  # within a few doublings: label ×1/4, ×1/2, ×1, ×2, ... (log ticks would label only 1)
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training compute (FLOPs)")
     ax.set_ylabel("baseline compute / arm compute")
     ax.set_title(title)
