@@ -65,6 +65,8 @@ def store(tmp_path: Path) -> MlflowClient:
 
 def runs_of(client: MlflowClient, sweep: str):
     exp = client.get_experiment_by_name("e")
+    if exp is None:  # a store the launch opened but wrote no run into
+        return []
     return client.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.sweep` = '{sweep}'", max_results=1000)
 
 
