@@ -53,6 +53,27 @@ def tracking_uri(tmp_path, migrated_store):
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One moto S3 server on 127.0.0.1 for the session (stopped by its pid at the end)."""
+    from tests.services.s3 import MotoS3
+
+    server = MotoS3(tmp_path_factory.mktemp("moto")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """The session's S3 server, emptied, with the standard AWS variables pointing at it; the
+    test's own bucket `test-bucket` created. Returns the server (`.env()`, `.object_keys()`...)."""
+    s3_server.reset()
+    for k, v in s3_server.env().items():
+        monkeypatch.setenv(k, v)
+    s3_server.bucket("test-bucket")
+    return s3_server
+
+
 def has_gpu() -> bool:
     try:
         import torch
