@@ -4,6 +4,15 @@
 (with a progress bar and tokens/s); `gatesweep data prepare SWEEP.yaml` prepares every data
 section of a sweep's trials. The cache is GATESWEEP_CACHE (default ~/.cache/gatesweep); on a
 cluster, point it at a folder every node mounts and the corpus is tokenized once.
+
+GATESWEEP_CACHE can also be an object-store URI (s3://bucket/prefix; the endpoint from
+AWS_ENDPOINT_URL, credentials from the standard AWS variables, a profile or an instance role).
+Each node then keeps a local scratch cache (GATESWEEP_SCRATCH, default TMPDIR/gatesweep-scratch):
+`data prepare` tokenizes there once and uploads each prepared corpus whole (its files, then a
+manifest of sizes and sha256 last); a trial on a fresh node downloads and verifies it instead of
+tokenizing. A published corpus whose manifest is missing or whose files do not match it is built
+again. The store is checked first: unreachable, refused credentials or a missing bucket is one
+line and exit status 2.
 """
 
 from __future__ import annotations
@@ -47,8 +56,34 @@ def run(args) -> int:
     return _list()
 
 
+def _check_cache_store() -> None:
+    """With GATESWEEP_CACHE on object storage: one round trip before anything is built (UserError
+    naming the URI and the reason when the store cannot be used)."""
+    from ..data.mirror import check
+    from ..data.sources import DataUnavailable
+    from ..data.tokenizers import cache_uri
+    from ..storage.location import Location, is_remote
+
+    uri = cache_uri()
+    if "://" in uri and not is_remote(uri) and not uri.startswith("file://"):
+        raise UserError(
+            f"GATESWEEP_CACHE={uri}: not a folder or an object-store URI (allowed: a local folder, file://, s3://, gs://, abfs://, hdfs://)"
+        )
+    if not is_remote(uri):
+        return
+    root = Location.parse(uri)
+    if not root.path:
+        raise UserError(f"GATESWEEP_CACHE={uri}: no bucket named (expected e.g. s3://bucket/prefix)")
+    try:
+        check(root)
+    except DataUnavailable as err:
+        raise UserError(str(err)) from None
+
+
 def _prepare(args) -> int:
     from orchestrator.launch.data import prepare_sweep_data
+
+    _check_cache_store()
 
     if args.source.endswith((".yaml", ".yml")):
         from .sweepfile import load_and_expand

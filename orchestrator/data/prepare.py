@@ -13,6 +13,11 @@ through the tokenizer in batches (HF `encode_batch`, which runs on every core) i
   reader never sees half a corpus, and a builder killed outright leaves only its staging folder,
   which the next builder removes.
 - **Damage**: an entry whose meta.json does not parse or whose shards do not match it is rebuilt.
+- **Object storage**: with GATESWEEP_CACHE=s3://bucket/prefix (any `storage.Location` URI) the
+  entry is built in the node's local scratch cache and published to `PREFIX/tokens/KEY/` (files
+  first, a manifest of sizes and sha256 last: `mirror`); a node whose local cache lacks it
+  downloads and verifies the published one instead of tokenizing, and only one node builds a key
+  at a time (the entry's lease).
 - **Separator**: documents are joined by the tokenizer's end-of-text token (`auto` when it has
   one, or `eos`), else (`auto` for `byte` and `bpe:N`, which have none) by a blank line, which is
   what these corpora use between paragraphs; any other text is encoded and used as given.
@@ -33,10 +38,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import storage
+from . import mirror
 from .documents import Piece, source_fingerprint, split_pieces
 from .shards import DamagedEntry, ShardWriter, TokenStream, token_dtype
 from .sources import DataUnavailable
-from .tokenizers import Tokenizer, build_tokenizer, cache_dir
+from .tokenizers import Tokenizer, build_tokenizer, cache_dir, remote_cache
 
 FORMAT_VERSION = 2
 BATCH_CHARS = 4 << 20  # text per encode_batch call
@@ -74,6 +80,8 @@ class Prepared:
     tokenizer: Tokenizer
     fresh: bool = False
     """Built by this call (not found in the cache)."""
+    downloaded: bool = False
+    """Downloaded by this call from the object store behind GATESWEEP_CACHE (not built here)."""
 
     def stream(self, split: str) -> TokenStream:
         return TokenStream.open(self.folder, self.meta["splits"][split], np.dtype(self.meta["dtype"]))
@@ -113,14 +121,48 @@ def prepare(
     found = _open(entry, tok)
     if found is not None:
         return found
-    with _build_lock(entry, say or (lambda m: print(m, file=sys.stderr))):
+    say = say or (lambda m: print(m, file=sys.stderr))
+    with _build_lock(entry, say):
         found = _open(entry, tok)
-        if found is None:
-            _build(entry, settings, tok, progress)
-            found = _open(entry, tok)
+        if found is not None:
+            return found
+        remote = remote_cache("tokens")
+        if remote is None:
+            return _build_and_open(entry, settings, tok, progress)
+        remote = remote.child(key)
+        found = _fetch(remote, entry, tok)
+        if found is not None:
+            return found
+        with mirror.lease(remote, say) as held:
+            found = _fetch(remote, entry, tok)  # published while this node waited for the lease
             if found is None:
-                raise DataUnavailable(f"{settings.source}: the prepared corpus at {entry} cannot be read back")
-            found.fresh = True
+                if not held:
+                    say(f"building {remote.uri} here too: the entry another node published cannot be used")
+                found = _build_and_open(entry, settings, tok, progress)
+                if mirror.publish(entry, remote):
+                    say(f"published {entry.name} to {remote.uri}")
+    return found
+
+
+def _build_and_open(entry: Path, settings: DataSettings, tok: Tokenizer, progress: bool) -> Prepared:
+    _build(entry, settings, tok, progress)
+    found = _open(entry, tok)
+    if found is None:
+        raise DataUnavailable(f"{settings.source}: the prepared corpus at {entry} cannot be read back")
+    found.fresh = True
+    return found
+
+
+def _fetch(remote, entry: Path, tok: Tokenizer) -> Prepared | None:
+    """The entry downloaded from the object store into the local cache, if it is published whole
+    (and its files agree with its meta.json), else None."""
+    if not mirror.fetch(remote, entry):
+        return None
+    found = _open(entry, tok)
+    if found is None:  # its files match the manifest but not meta.json: not ours to trust
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    found.downloaded = True
     return found
 
 

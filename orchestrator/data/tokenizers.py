@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,41 @@ BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]",
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>", "[EOS]", "<|eos|>")
 
 
+CACHE_ENV, SCRATCH_ENV = "GATESWEEP_CACHE", "GATESWEEP_SCRATCH"
+
+
+def cache_uri() -> str:
+    """GATESWEEP_CACHE as written: a local folder (default ~/.cache/gatesweep) or an object-store
+    URI such as s3://bucket/prefix."""
+    return os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "gatesweep")
+
+
+def local_cache_root() -> Path:
+    """The local folder the caches live in: GATESWEEP_CACHE itself when it is a folder; when it is
+    an object-store URI, the node's scratch cache (GATESWEEP_SCRATCH, default
+    TMPDIR/gatesweep-scratch), into which prepared folders are built or downloaded."""
+    from ..storage.location import is_remote
+
+    uri = cache_uri()
+    if not is_remote(uri):
+        return Path(uri).expanduser()
+    return Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "gatesweep-scratch").expanduser()
+
+
 def cache_dir(kind: str) -> Path:
-    root = Path(os.environ.get("GATESWEEP_CACHE", Path.home() / ".cache" / "gatesweep"))
-    path = root / kind
+    """The local folder of one kind of cache entry (tokens, tokenizers, harness, ...)."""
+    path = local_cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def remote_cache(kind: str):
+    """The object-store folder of one kind of cache entry (a `storage.location.Location`), or None
+    when GATESWEEP_CACHE is a local folder."""
+    from ..storage.location import Location, is_remote
+
+    uri = cache_uri()
+    return Location.parse(uri).child(kind) if is_remote(uri) else None
 
 
 @dataclass
@@ -128,7 +159,9 @@ def gpt2_tokenizer() -> Tokenizer:
 def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> Tokenizer:
     """A byte-level BPE trained on `texts`, cached under GATESWEEP_CACHE by `key` (by default a
     hash of the texts, which then must be a list). Concurrent trainers of one key: each writes its
-    own file and the first rename wins; the result is the same."""
+    own file and the first rename wins; the result is the same. With GATESWEEP_CACHE on object
+    storage the file is published to `PREFIX/tokenizers/NAME/` and downloaded (verified) on a
+    node that lacks it, instead of training again."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -139,6 +172,12 @@ def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> 
             digest.update(hashlib.sha256(t.encode("utf-8")).digest())
         key = digest.hexdigest()[:16]
     path = cache_dir("tokenizers") / f"bpe{vocab_size}-{key}.json"
+    remote = remote_cache("tokenizers")
+    remote_entry = remote.child(path.stem) if remote is not None else None
+    if not path.exists() and remote_entry is not None:
+        from .mirror import fetch_file
+
+        fetch_file(remote_entry, path)  # a tokenizer another node trained and published
     if path.exists():
         try:
             return _wrap(f"bpe:{vocab_size}", HFTokenizer.from_file(str(path)))
@@ -152,6 +191,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> 
     )
     hf.train_from_iterator(texts, trainer=trainer)
     storage.write_text(path, hf.to_str(pretty=True))  # atomic: concurrent trials never read a half-written file
+    if remote_entry is not None:
+        from .mirror import publish
+
+        publish(path, remote_entry)  # files first, manifest last: other nodes download it
     return _wrap(f"bpe:{vocab_size}", hf)
 
 

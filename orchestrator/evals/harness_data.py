@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import storage
+from ..data import mirror
 from ..data.sources import ONLINE_ENV, DataUnavailable, online, package_dir
-from ..data.tokenizers import cache_dir
+from ..data.tokenizers import cache_dir, remote_cache
 from .mmlu_subjects import SUBJECTS
 
 
@@ -230,6 +231,9 @@ def _materialize(ds: Dataset, configs: dict[str | None, dict[str, Path]]) -> Pat
     folder = cache_dir("harness") / f"{ds.name}-{key}"
     if (folder / "README.md").exists():
         return folder
+    remote = remote_cache("harness")
+    if remote is not None and mirror.fetch(remote.child(folder.name), folder) and (folder / "README.md").exists():
+        return folder  # built by another node and published whole (GATESWEEP_CACHE on object storage)
     import datasets
 
     def build(tmp: Path) -> None:
@@ -247,4 +251,6 @@ def _materialize(ds: Dataset, configs: dict[str | None, dict[str, Path]]) -> Pat
         (tmp / "README.md").write_text("\n".join(header) + f"\n\n{ds.name}: a local copy for lm-evaluation-harness, made by gatesweep.\n")
 
     storage.publish_folder(folder, build)  # False when another process published it first: theirs is the same
+    if remote is not None:
+        mirror.publish(folder, remote.child(folder.name))
     return folder

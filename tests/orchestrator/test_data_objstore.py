@@ -1,0 +1,271 @@
+"""GATESWEEP_CACHE on object storage, against a real S3 server (moto on 127.0.0.1): `data prepare`
+publishes each prepared folder whole (files, then a manifest of sizes and sha256 last); a fresh
+node (an empty local scratch cache) downloads it and never tokenizes or reads the corpus; damaged
+or partial uploads are rebuilt, never used; concurrent preparers on two "nodes" (processes with
+separate scratch caches) leave one whole entry; a store that cannot be used is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli.main import main
+from orchestrator.data import mirror
+from orchestrator.data.prepare import DataSettings, prepare
+from orchestrator.storage.location import Location
+from tests.services.s3 import SECRET_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = "s3://test-bucket/gs-cache"
+
+
+def corpus(folder: Path, docs: int = 12, words: int = 400) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(docs):
+        (folder / f"doc{i:02d}.txt").write_text(" ".join(f"w{(i * 7 + j) % 97}" for j in range(words)) + "\n")
+    return folder
+
+
+def node(monkeypatch, tmp_path: Path, name: str) -> Path:
+    """This process becomes a fresh node: an empty local scratch cache, the shared store behind it."""
+    scratch = tmp_path / f"scratch-{name}"
+    monkeypatch.setenv("GATESWEEP_CACHE", CACHE)
+    monkeypatch.setenv("GATESWEEP_SCRATCH", str(scratch))
+    return scratch
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def entry_keys(s3, kind: str = "tokens") -> list[str]:
+    """The objects under a kind of cache entry (pyarrow's empty folder markers `prefix/` left out)."""
+    return [k for k in s3.object_keys("test-bucket", f"gs-cache/{kind}/") if not k.endswith("/")]
+
+
+class Untouchable:
+    """Patched over the corpus reader and the tokenizer: a fresh node that calls them fails."""
+
+    def __init__(self, monkeypatch):
+        import orchestrator.data.documents as documents
+        import orchestrator.data.tokenizers as tokenizers
+
+        self.calls = 0
+
+        def refuse(*args, **kwargs):
+            self.calls += 1
+            raise AssertionError("the corpus was read or tokenized on a node that should download it")
+
+        monkeypatch.setattr(documents, "_read_text_file", refuse)
+        monkeypatch.setattr(tokenizers.Tokenizer, "encode", refuse)
+
+
+def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3, tmp_path, monkeypatch, capsys):
+    src = corpus(tmp_path / "corpus")
+    scratch_a = node(monkeypatch, tmp_path, "a")
+    code, out, err = cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
+    assert code == 0, err
+    assert "prepared in" in out and "published" in out
+    keys = entry_keys(s3)
+    manifests = [k for k in keys if k.endswith("/MANIFEST.json")]
+    assert len(manifests) == 1 and not any(k.endswith("LEASE.json") for k in keys)
+    entry = manifests[0].rsplit("/", 1)[0]
+    manifest = json.loads(s3.client().get_object(Bucket="test-bucket", Key=manifests[0])["Body"].read())
+    assert {"meta.json", "tokenizer.json", "train-00000.bin", "val-00000.bin"} <= set(manifest["files"])
+    assert sorted(keys) == sorted([manifests[0]] + [f"{entry}/{manifest['build']}/{f}" for f in manifest["files"]])
+    local = next((scratch_a / "tokens").glob("*/meta.json")).parent
+    for rel, want in manifest["files"].items():  # the manifest is the local folder's sizes and hashes
+        assert (local / rel).stat().st_size == want["size"] and mirror._hash_file(local / rel)[1] == want["sha256"]
+    tok_keys = entry_keys(s3, "tokenizers")
+    assert len(tok_keys) == 2 and sum(k.endswith("/MANIFEST.json") for k in tok_keys) == 1  # the trained BPE, published the same way
+    assert SECRET_KEY not in out + err
+
+    # a second `data prepare` on the same node: cached locally, nothing uploaded again
+    code, out, _ = cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
+    assert code == 0 and "(cached:" in out and entry_keys(s3) == keys
+
+    # a fresh node: downloads tokenizer and shards, never reads the corpus or runs the tokenizer
+    scratch_b = node(monkeypatch, tmp_path, "b")
+    guard = Untouchable(monkeypatch)
+    from orchestrator.spec.trial import TrialConfig
+
+    cfg = TrialConfig.from_dict({"data": {"source": str(src), "tokenizer": "bpe:300", "seq_len": 32}})
+    from orchestrator.data import build_trial_data
+
+    data = build_trial_data(cfg.data, seed=0)
+    assert guard.calls == 0
+    batch = data.train_batch(0, 4, 0, 1)
+    assert batch.shape == (4, 33)
+    got = next((scratch_b / "tokens").glob("*/meta.json")).parent
+    assert got.name == local.name
+    for rel in manifest["files"]:
+        assert (got / rel).read_bytes() == (local / rel).read_bytes()
+    assert entry_keys(s3) == keys  # the download published nothing
+
+
+@pytest.mark.slow
+def test_damaged_or_partial_uploads_are_rebuilt_never_used(s3, tmp_path, monkeypatch, capsys):
+    src = corpus(tmp_path / "corpus", docs=6)
+    settings = DataSettings(str(src))
+    node(monkeypatch, tmp_path, "a")
+    first = prepare(settings)
+    assert first.fresh
+    key = first.folder.name
+    remote = Location.parse(CACHE).child("tokens", key)
+    manifest = remote.child("MANIFEST.json").read_json()
+    shard = remote.child(manifest["build"], "train-00000.bin")
+    good = shard.read_bytes()
+
+    def damage_and_reprepare(name: str, damage) -> tuple:
+        damage()
+        node(monkeypatch, tmp_path, name)  # a fresh node each time
+        capsys.readouterr()
+        again = prepare(settings)
+        err = capsys.readouterr().err
+        return again, err
+
+    cases = {
+        "flipped": lambda: shard.write_bytes(bytes([good[0] ^ 1]) + good[1:]),  # same size, wrong sha256
+        "truncated": lambda: shard.write_bytes(good[:-10]),
+        "missing-shard": lambda: shard.delete(),
+        "marker-missing": lambda: remote.child("MANIFEST.json").delete(),
+        "marker-garbage": lambda: remote.child("MANIFEST.json").write_bytes(b"{not json"),
+        "marker-escapes": lambda: remote.child("MANIFEST.json").write_json(
+            {**manifest, "files": {"../../etc/passwd": {"size": 1, "sha256": "0" * 64}}}
+        ),
+    }
+    expected = {
+        "flipped": "sha256",
+        "truncated": "bytes, its manifest says",
+        "missing-shard": "is missing",
+        "marker-missing": None,
+        "marker-garbage": "MANIFEST.json is damaged",
+        "marker-escapes": "unsafe file name",
+    }
+    for name, damage in cases.items():
+        again, err = damage_and_reprepare(name, damage)
+        assert again.fresh and not again.downloaded, name  # rebuilt, not the damaged copy
+        if expected[name]:
+            assert expected[name] in err, (name, err)
+        assert (again.folder / "train-00000.bin").read_bytes() == good, name
+        manifest = remote.child("MANIFEST.json").read_json()  # republished whole over the damage
+        shard = remote.child(manifest["build"], "train-00000.bin")
+        assert shard.read_bytes() == good
+        assert not (Path(again.folder).parent / "etc").exists()
+    node(monkeypatch, tmp_path, "last")
+    assert prepare(settings).downloaded  # the republished entry is whole again
+
+
+def _prepare_in_process(src: Path, scratch: Path, env: dict, start_at: float) -> subprocess.Popen:
+    code = (
+        "import time, sys, json\n"
+        f"time.sleep(max(0, {start_at} - time.time()))\n"
+        "from orchestrator.data.prepare import DataSettings, prepare\n"
+        f"p = prepare(DataSettings({str(src)!r}))\n"
+        "print(json.dumps({'fresh': p.fresh, 'downloaded': p.downloaded, 'folder': str(p.folder)}))\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**env, "GATESWEEP_CACHE": CACHE, "GATESWEEP_SCRATCH": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.slow
+def test_two_nodes_preparing_one_key_at_once_leave_one_whole_entry(s3, tmp_path):
+    src = corpus(tmp_path / "corpus", docs=40, words=3000)
+    env = {**os.environ, **s3.env()}
+    start = time.time() + 3  # both past their imports, then at once
+    procs = [_prepare_in_process(src, tmp_path / f"scratch-{i}", env, start) for i in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append((json.loads(out.strip().splitlines()[-1]), err))
+    assert sorted((r["fresh"], r["downloaded"]) for r, _ in results) == [(False, True), (True, False)], results
+    assert any("waiting for pid" in err for _, err in results)  # the second node waited on the lease
+    keys = entry_keys(s3)
+    manifests = [k for k in keys if k.endswith("MANIFEST.json")]
+    assert len(manifests) == 1 and not any(k.endswith("LEASE.json") for k in keys)
+    manifest = json.loads(s3.client().get_object(Bucket="test-bucket", Key=manifests[0])["Body"].read())
+    assert len({k.split("/")[3] for k in keys if not k.endswith("MANIFEST.json")}) == 1  # one build folder: one winner
+    a, b = (Path(r["folder"]) for r, _ in results)
+    for rel in manifest["files"]:
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
+
+
+def test_a_race_past_the_lease_still_publishes_one_whole_folder(s3, tmp_path):
+    """Two publishers that both built (the lease taken over from a node that stopped, say): each
+    uploads its own build folder, the later manifest wins, the loser deletes its folder."""
+    built = corpus(tmp_path / "built", docs=3)
+    remote = Location.parse(CACHE).child("tokens", "k")
+    assert mirror.publish(built, remote) is True
+    first = remote.child("MANIFEST.json").read_json()["build"]
+    assert mirror.publish(built, remote) is False  # a whole entry is there: kept, this upload deleted
+    assert remote.child("MANIFEST.json").read_json()["build"] == first
+    assert sorted({k.split("/")[3] for k in entry_keys(s3) if not k.endswith("MANIFEST.json")}) == [first]
+    assert mirror.fetch(remote, tmp_path / "got") and sorted(os.listdir(tmp_path / "got")) == sorted(os.listdir(built))
+
+
+def test_a_stale_lease_of_a_dead_builder_is_taken_over(s3, tmp_path, monkeypatch):
+    monkeypatch.setenv(mirror.LEASE_ENV, "1.5")
+    remote = Location.parse(CACHE).child("tokens", "k2")
+    remote.child("LEASE.json").write_json({"owner": "dead", "host": "gone", "pid": 1, "beat": 7})
+    said: list[str] = []
+    t0 = time.monotonic()
+    with mirror.lease(remote, said.append) as held:
+        assert held and remote.child("LEASE.json").read_json()["pid"] == os.getpid()
+    assert 1.5 < time.monotonic() - t0 < 10
+    assert any("waiting for pid 1 on gone" in m for m in said) and any("taking it over" in m for m in said)
+    assert not remote.child("LEASE.json").exists()
+
+
+@pytest.mark.parametrize(
+    "case, needle",
+    [
+        ("missing-bucket", "bucket 'no-such-bucket' does not exist"),
+        ("wrong-endpoint", "cannot be reached"),
+        ("no-credentials", "GATESWEEP_CACHE=s3://test-bucket/gs-cache: no AWS credentials found"),
+        ("not-a-uri", "not a folder or an object-store URI"),
+    ],
+)
+def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkeypatch, capsys, case, needle):
+    src = corpus(tmp_path / "corpus", docs=2)
+    scratch = node(monkeypatch, tmp_path, "a")
+    if case == "missing-bucket":
+        monkeypatch.setenv("GATESWEEP_CACHE", "s3://no-such-bucket/x")
+    elif case == "wrong-endpoint":
+        from tests.services.ports import free_port
+
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+        monkeypatch.setenv("GATESWEEP_S3_CONNECT_TIMEOUT", "1")
+    elif case == "no-credentials":
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            monkeypatch.delenv(k)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    elif case == "not-a-uri":
+        monkeypatch.setenv("GATESWEEP_CACHE", "ftp://host/cache")
+    t0 = time.monotonic()
+    code, out, err = cli(capsys, "data", "prepare", src)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("gatesweep: error: "), err
+    assert needle in lines[0] and "Traceback" not in err, lines
+    assert SECRET_KEY not in out + err
+    assert time.monotonic() - t0 < 30
+    assert not scratch.exists() or not any((scratch / "tokens").glob("*/meta.json"))  # nothing built
+    if case in ("no-credentials", "wrong-endpoint"):
+        assert entry_keys(s3) == []
