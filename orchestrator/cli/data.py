@@ -129,6 +129,26 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _list_published() -> None:
+    """With GATESWEEP_CACHE on object storage: how many prepared corpora are published there."""
+    from ..data.mirror import published
+    from ..data.sources import DataUnavailable
+    from ..data.tokenizers import remote_cache
+
+    remote = remote_cache("tokens")
+    if remote is None:
+        return
+    try:
+        keys = published(remote)
+    except DataUnavailable as err:
+        print(f"published corpora in {remote}: cannot be listed ({err})")
+        return
+    print(
+        f"published corpora in {remote}: {len(keys) or 'none'}"
+        + (f" ({', '.join(keys[:8])}{', ...' if len(keys) > 8 else ''})" if keys else "")
+    )
+
+
 def _list() -> int:
     from ..data.prepare import cached_entries
     from ..data.sources import OFFLINE_CORPORA, online, package_dir
@@ -144,6 +164,7 @@ def _list() -> int:
     print(f"\noffline corpora: {', '.join(OFFLINE_CORPORA)}; tokenizers: byte, bpe:N, gpt2, path/to/tokenizer.json")
     entries = cached_entries()
     print(f"\nprepared corpora in {cache_dir('tokens')}: {len(entries) or 'none'}")
+    _list_published()
     if entries:
         shown = []
         for e in entries:

@@ -322,6 +322,14 @@ def _whole(remote: Location, manifest: dict) -> bool:
         return False
 
 
+def published(kind_root: Location) -> list[str]:
+    """The keys under `kind_root` (e.g. GATESWEEP_CACHE/tokens) that have a manifest (one listing)."""
+    try:
+        return sorted({rel.split("/")[0] for rel in kind_root.files() if rel.count("/") == 1 and rel.endswith("/" + MARKER)})
+    except OSError as err:
+        raise _store_error(kind_root, "listing", err) from None
+
+
 def lease_seconds() -> float:
     return float(os.environ.get(LEASE_ENV, "60"))
 

@@ -269,3 +269,52 @@ def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkey
     assert not scratch.exists() or not any((scratch / "tokens").glob("*/meta.json"))  # nothing built
     if case in ("no-credentials", "wrong-endpoint"):
         assert entry_keys(s3) == []
+
+
+def _recipe() -> tuple[str, list[list[str]]]:
+    """docs/cluster.md's object-storage recipe: its GATESWEEP_CACHE and its gatesweep commands."""
+    import shlex
+
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    section = text[text.index("## Prepared data on object storage") :]
+    block = section[section.index("```bash") + len("```bash") : section.index("```", section.index("```bash") + 7)]
+    cache, commands = None, []
+    for line in block.strip().splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["export"] and words[1].startswith("GATESWEEP_CACHE="):
+            cache = words[1].split("=", 1)[1]
+        elif words[:1] == ["gatesweep"]:
+            commands.append(words[1:])
+    assert cache and commands
+    return cache, commands
+
+
+@pytest.mark.slow
+def test_the_documented_recipe(s3, tmp_path):
+    cache, commands = _recipe()
+    bucket = cache.split("/")[2]
+    cache = cache.replace(f"s3://{bucket}/", "s3://test-bucket/")  # the recipe's placeholder bucket
+    env = {**os.environ, **s3.env(), "GATESWEEP_CACHE": cache}
+
+    def gatesweep(args, scratch):
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            cwd=ROOT,
+            env={**env, "GATESWEEP_SCRATCH": str(tmp_path / scratch)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    outputs = []
+    for args in commands:
+        done = gatesweep(args, "node-a")
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    assert "published" in outputs[0] and "prepared in" in outputs[0]
+    assert "published corpora in s3://test-bucket/" in outputs[-1] and ": 1 (" in outputs[-1]
+    prepare_args = next(a for a in commands if a[:2] == ["data", "prepare"])
+    fresh = gatesweep(prepare_args, "node-b")  # another node: downloads, does not tokenize
+    assert fresh.returncode == 0, fresh.stderr
+    assert "instead of tokenizing" in fresh.stdout and "prepared in" not in fresh.stdout
+    assert SECRET_KEY not in "".join(outputs) + fresh.stdout + fresh.stderr
