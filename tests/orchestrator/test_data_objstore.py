@@ -318,3 +318,82 @@ def test_the_documented_recipe(s3, tmp_path):
     assert fresh.returncode == 0, fresh.stderr
     assert "instead of tokenizing" in fresh.stdout and "prepared in" not in fresh.stdout
     assert SECRET_KEY not in "".join(outputs) + fresh.stdout + fresh.stderr
+
+
+@pytest.mark.slow
+def test_a_store_frozen_during_a_download_leaves_nothing_half_and_recovers(s3, tmp_path, monkeypatch):
+    src = corpus(tmp_path / "corpus", docs=6)
+    settings = DataSettings(str(src))
+    node(monkeypatch, tmp_path, "a")
+    assert prepare(settings).fresh
+    scratch = node(monkeypatch, tmp_path, "b")
+    monkeypatch.setenv("GATESWEEP_S3_REQUEST_TIMEOUT", "1")
+    monkeypatch.setenv("GATESWEEP_S3_CONNECT_TIMEOUT", "1")
+    from orchestrator.data.sources import DataUnavailable
+
+    real, calls, had_first = mirror._download_verified, [], []
+
+    def freeze_after_the_first_file(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            had_first.append(calls[0].is_file())
+            s3.pause()  # one file is in the staging folder, the next request hangs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mirror, "_download_verified", freeze_after_the_first_file)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(DataUnavailable) as caught:
+            prepare(settings)
+    finally:
+        s3.resume()
+    elapsed = time.monotonic() - t0
+    assert len(calls) == 2 and had_first == [True]  # the failure came mid-download
+    assert not calls[0].parent.exists()  # the staging folder with the first file is gone
+    message = str(caught.value)
+    assert "s3://test-bucket/gs-cache/tokens/" in message and SECRET_KEY not in message, message
+    assert elapsed < 60, elapsed
+    assert list((scratch / "tokens").iterdir()) == [
+        p for p in (scratch / "tokens").iterdir() if p.suffix == ".lock"
+    ]  # no entry, no staging
+    print(f"frozen mid-download: refused after {elapsed:.1f} s: {message}")
+    again = prepare(settings)
+    assert again.downloaded and not again.fresh
+
+
+@pytest.mark.slow
+def test_a_trial_on_a_fresh_node_trains_from_the_downloaded_shards(s3, tmp_path, tracking_uri):
+    """`gatesweep train` in its own process on a node whose scratch cache is empty, with the raw
+    corpus overwritten by NUL bytes of the same size and time (so its key is unchanged, and any
+    attempt to tokenize it fails as a binary file): it trains, so the tokenizer and the shards
+    came from the store."""
+    src = corpus(tmp_path / "corpus", docs=8)
+    config = tmp_path / "trial.yaml"
+    config.write_text(
+        f"model: {{size: tiny}}\ndata: {{source: {str(src)!r}, tokenizer: bpe:300, seq_len: 32}}\n"
+        "train: {steps: 4, batch_size: 4, eval_every: 4, log_every: 2, checkpoint_every: 4}\n"
+        "eval: {batches: 1, batch_size: 4, probe_sequences: 2}\n"
+    )
+    env = {**os.environ, **s3.env(), "GATESWEEP_CACHE": CACHE, "GATESWEEP_SCRATCH": str(tmp_path / "scratch-a")}
+    run = [sys.executable, "-m", "orchestrator.cli"]
+    done = subprocess.run(
+        [*run, "data", "prepare", src, "--tokenizer", "bpe:300"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    for i, f in enumerate(sorted(src.iterdir())):
+        st = f.stat()
+        f.write_bytes(b"\x00" * (st.st_size - 4) + b"%04d" % i)  # distinct: copies among a folder's files are dropped
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    env["GATESWEEP_SCRATCH"] = str(tmp_path / "scratch-b")
+    trained = subprocess.run(
+        [*run, "train", config, "--tracking-uri", tracking_uri, "--runs-dir", tmp_path / "runs", "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-8000:]
+    assert "instead of tokenizing" in trained.stderr, trained.stderr[-2000:]
+    assert "NUL" not in trained.stdout + trained.stderr and SECRET_KEY not in trained.stdout + trained.stderr
+    assert any((tmp_path / "scratch-b" / "tokenizers").glob("bpe300-*.json"))  # the tokenizer came down too
