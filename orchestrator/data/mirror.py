@@ -346,10 +346,7 @@ def lease(remote: Location, say: Callable[[str], None] | None = None) -> Iterato
     seen: tuple[str, float] | None = None  # (lease content, when this process first saw it)
     told = False
     while True:
-        try:
-            current = obj.read_bytes(limit=4096).decode("utf-8", "replace") if obj.exists() else None
-        except OSError as err:
-            raise _store_error(obj, "reading the lease", err) from None
+        current = _read_lease(obj)
         if current is not None and (seen is None or seen[0] != current):
             seen = (current, time.monotonic())
         stale = current is not None and seen is not None and time.monotonic() - seen[1] > ttl
@@ -390,6 +387,20 @@ def lease(remote: Location, say: Callable[[str], None] | None = None) -> Iterato
                 obj.delete()
         except OSError:
             pass
+
+
+def _read_lease(obj: Location) -> str | None:
+    """The lease's text, or None when there is none (also when its holder deletes it meanwhile)."""
+    try:
+        return obj.read_bytes(limit=4096).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+    except ValueError:  # larger than any lease gatesweep writes: not one of ours, but held
+        return "{}"
+    except OSError as err:
+        if "not found" in str(err).lower() or "nosuchkey" in str(err).lower():
+            return None
+        raise _store_error(obj, "reading the lease", err) from None
 
 
 def _take(obj: Location, me: dict) -> bool:

