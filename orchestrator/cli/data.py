@@ -53,6 +53,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     if args.action == "prepare":
         return _prepare(args)
+    from ..data.tokenizers import cache_uri, cache_uri_problem
+
+    problem = cache_uri_problem(cache_uri())
+    if problem:
+        raise UserError(problem)
     return _list()
 
 
@@ -61,14 +66,13 @@ def _check_cache_store() -> None:
     naming the URI and the reason when the store cannot be used)."""
     from ..data.mirror import check
     from ..data.sources import DataUnavailable
-    from ..data.tokenizers import cache_uri
+    from ..data.tokenizers import cache_uri, cache_uri_problem
     from ..storage.location import Location, is_remote
 
     uri = cache_uri()
-    if "://" in uri and not is_remote(uri) and not uri.startswith("file://"):
-        raise UserError(
-            f"GATESWEEP_CACHE={uri}: not a folder or an object-store URI (allowed: a local folder, file://, s3://, gs://, abfs://, hdfs://)"
-        )
+    problem = cache_uri_problem(uri)
+    if problem:
+        raise UserError(problem)
     if not is_remote(uri):
         return
     root = Location.parse(uri)

@@ -40,8 +40,22 @@ def local_cache_root() -> Path:
 
     uri = cache_uri()
     if not is_remote(uri):
-        return Path(uri).expanduser()
+        problem = cache_uri_problem(uri)
+        if problem:
+            raise DataUnavailable(problem)
+        return Path(uri.removeprefix("file://")).expanduser()
     return Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "gatesweep-scratch").expanduser()
+
+
+def cache_uri_problem(uri: str) -> str | None:
+    """Why GATESWEEP_CACHE=`uri` cannot be used as written (a scheme no store backs), or None."""
+    from ..storage.location import is_remote
+
+    if "://" in uri and not is_remote(uri) and not uri.startswith("file://"):
+        return (
+            f"GATESWEEP_CACHE={uri}: not a folder or an object-store URI (allowed: a local folder, file://, s3://, gs://, abfs://, hdfs://)"
+        )
+    return None
 
 
 def cache_dir(kind: str) -> Path:

@@ -275,6 +275,14 @@ def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkey
     assert not scratch.exists() or not any((scratch / "tokens").glob("*/meta.json"))  # nothing built
     if case in ("no-credentials", "wrong-endpoint"):
         assert entry_keys(s3) == []
+    if case == "not-a-uri":  # the listing, and a trial's data stage, refuse it the same way
+        code, _, err = cli(capsys, "data")
+        assert code == 2 and err.strip() == lines[0], err
+        from orchestrator.data.sources import DataUnavailable
+
+        with pytest.raises(DataUnavailable, match="GATESWEEP_CACHE=ftp://host/cache: not a folder"):
+            prepare(DataSettings(str(src)))
+        assert not (ROOT / "ftp:").exists() and not Path("ftp:").exists()
 
 
 def _recipe() -> tuple[str, list[list[str]]]:
