@@ -139,8 +139,11 @@ def prepare(
                 if not held:
                     say(f"building {remote.uri} here too: the entry another node published cannot be used")
                 found = _build_and_open(entry, settings, tok, progress)
-                if mirror.publish(entry, remote):
-                    say(f"published {entry.name} to {remote.uri}")
+                try:
+                    if mirror.publish(entry, remote):
+                        say(f"published {entry.name} to {remote.uri}")
+                except mirror.StoreUnavailable as err:  # the corpus is whole here: use it, say what was lost
+                    say(f"warning: {err}; {entry} is used here, other nodes will prepare it themselves")
     return found
 
 

@@ -454,3 +454,31 @@ def test_harness_task_data_is_published_and_downloaded_the_same_way(s3, tmp_path
     assert Path(got).parent.parent == scratch_b and Path(got).name == Path(built).name
     assert sorted(p.relative_to(got) for p in Path(got).rglob("*")) == sorted(p.relative_to(built) for p in Path(built).rglob("*"))
     assert datasets.load_dataset(got, split="validation").num_rows > 0
+
+
+@pytest.mark.slow
+def test_a_store_down_while_publishing_keeps_the_local_corpus(s3, tmp_path, monkeypatch):
+    """The corpus is whole on this node: a failed upload is a warning, not a failed trial; the
+    half-uploaded build folder has no manifest, so no node trusts it."""
+    src = corpus(tmp_path / "corpus", docs=4)
+    node(monkeypatch, tmp_path, "a")
+    monkeypatch.setenv("GATESWEEP_S3_REQUEST_TIMEOUT", "1")
+    monkeypatch.setenv("GATESWEEP_S3_CONNECT_TIMEOUT", "1")
+    real = mirror.publish
+
+    def publish_into_a_frozen_store(source, remote):
+        s3.pause()
+        try:
+            return real(source, remote)
+        finally:
+            s3.resume()
+
+    monkeypatch.setattr(mirror, "publish", publish_into_a_frozen_store)
+    said: list[str] = []
+    got = prepare(DataSettings(str(src)), say=said.append)
+    assert got.fresh and got.stream("train").read(0, 8).shape == (8,)
+    assert any(m.startswith("warning: s3://test-bucket/gs-cache/tokens/") and "uploading failed" in m for m in said), said
+    assert not any(k.endswith("/MANIFEST.json") for k in entry_keys(s3))
+    monkeypatch.setattr(mirror, "publish", real)
+    node(monkeypatch, tmp_path, "b")
+    assert prepare(DataSettings(str(src))).fresh  # nothing trusted was published: node b builds
