@@ -23,6 +23,7 @@ from tests.services.s3 import SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = "s3://test-bucket/gs-cache"
+MLFLOW_PASSWORD = "gs-mlflow-pass-7Kq2Wx"
 
 
 def corpus(folder: Path, docs: int = 12, words: int = 400) -> Path:
@@ -399,6 +400,7 @@ def test_a_trial_on_a_fresh_node_trains_from_the_downloaded_shards(s3, tmp_path,
         f.write_bytes(b"\x00" * (st.st_size - 4) + b"%04d" % i)  # distinct: copies among a folder's files are dropped
         os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     env["GATESWEEP_SCRATCH"] = str(tmp_path / "scratch-b")
+    env["MLFLOW_TRACKING_PASSWORD"] = MLFLOW_PASSWORD  # travels with the trial; never to be written anywhere
     trained = subprocess.run(
         [*run, "train", config, "--tracking-uri", tracking_uri, "--runs-dir", tmp_path / "runs", "--quiet"],
         cwd=tmp_path,
@@ -411,6 +413,14 @@ def test_a_trial_on_a_fresh_node_trains_from_the_downloaded_shards(s3, tmp_path,
     assert "instead of tokenizing" in trained.stderr, trained.stderr[-2000:]
     assert "NUL" not in trained.stdout + trained.stderr and SECRET_KEY not in trained.stdout + trained.stderr
     assert any((tmp_path / "scratch-b" / "tokenizers").glob("bpe300-*.json"))  # the tokenizer came down too
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert runs and all(r.info.status == "FINISHED" for r in runs)
+    recorded = json.dumps([[r.data.params, r.data.tags] for r in runs]) + trained.stdout + trained.stderr
+    assert SECRET_KEY not in recorded and MLFLOW_PASSWORD not in recorded
+    assert s3.env()["AWS_ACCESS_KEY_ID"] not in recorded
 
 
 @pytest.mark.slow
