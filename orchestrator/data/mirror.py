@@ -237,6 +237,13 @@ def fetch(remote: Location, dest: Path) -> bool:
     return True
 
 
+def withdraw(remote: Location) -> None:
+    """Take down the entry published at `remote` (found unusable after a verified download)."""
+    manifest = read_manifest(remote, quiet=True)
+    if manifest is not None:
+        _withdraw(remote, manifest["build"])
+
+
 def _withdraw(remote: Location, build: str) -> None:
     """Take down a published entry found damaged (its manifest, if it still names `build`, then
     the build's files), so that the rebuilt one can be published in its place."""

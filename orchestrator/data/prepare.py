@@ -163,8 +163,10 @@ def _fetch(remote, entry: Path, tok: Tokenizer, say: Callable[[str], None]) -> P
     if not mirror.fetch(remote, entry):
         return None
     found = _open(entry, tok)
-    if found is None:  # its files match the manifest but not meta.json: not ours to trust
+    if found is None:  # its files match the manifest but not a prepared corpus: not ours to trust
+        say(f"the published entry {remote.uri} is not a whole prepared corpus; building it again")
         shutil.rmtree(entry, ignore_errors=True)
+        mirror.withdraw(remote)
         return None
     found.downloaded = True
     size = sum(p.stat().st_size for p in entry.iterdir() if p.is_file())

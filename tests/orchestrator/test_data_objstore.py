@@ -143,6 +143,7 @@ def test_damaged_or_partial_uploads_are_rebuilt_never_used(s3, tmp_path, monkeyp
         "marker-escapes": lambda: remote.child("MANIFEST.json").write_json(
             {**manifest, "files": {"../../etc/passwd": {"size": 1, "sha256": "0" * 64}}}
         ),
+        "foreign": lambda: replace_with_a_foreign_folder(),  # whole and verified, but no prepared corpus
     }
     expected = {
         "flipped": "sha256",
@@ -151,7 +152,16 @@ def test_damaged_or_partial_uploads_are_rebuilt_never_used(s3, tmp_path, monkeyp
         "marker-missing": None,
         "marker-garbage": "MANIFEST.json is damaged",
         "marker-escapes": "unsafe file name",
+        "foreign": "is not a whole prepared corpus",
     }
+
+    def replace_with_a_foreign_folder() -> None:
+        remote.child("MANIFEST.json").delete()
+        folder = tmp_path / "foreign"
+        folder.mkdir(exist_ok=True)
+        (folder / "x.bin").write_bytes(b"not a corpus")
+        assert mirror.publish(folder, remote)
+
     for name, damage in cases.items():
         again, err = damage_and_reprepare(name, damage)
         assert again.fresh and not again.downloaded, name  # rebuilt, not the damaged copy
