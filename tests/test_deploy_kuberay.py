@@ -67,6 +67,9 @@ def test_the_rayjob_validates_against_the_crd_schema():
     validate(doc)
     spec = doc["spec"]["rayClusterSpec"]
     (gpu,) = spec["workerGroupSpecs"]
+    # what older KubeRay releases also required (see the excerpt's header): set, so any v1 operator takes it
+    assert {"groupName", "replicas", "minReplicas", "maxReplicas", "rayStartParams", "template"} <= set(gpu)
+    assert "rayStartParams" in spec["headGroupSpec"] and gpu["minReplicas"] <= gpu["replicas"] <= gpu["maxReplicas"]
     assert int(gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]) >= 1
     assert doc["spec"]["submissionMode"] in ("K8sJobMode", "HTTPMode", "InteractiveMode")
     assert yaml.safe_load(doc["spec"]["runtimeEnvYAML"])["env_vars"]["RAY_USAGE_STATS_ENABLED"] == "0"
