@@ -132,7 +132,10 @@ class Launcher:
             if payloads:
                 try:
                     self._start_cluster()
-                    self._fit([p.to_dict() for p in payloads])
+                    from orchestrator.storage.remote import credentials_withheld
+
+                    with credentials_withheld():  # Ray Tune would copy the AWS keys into every trial's runtime_env
+                        self._fit([p.to_dict() for p in payloads])
                 except KeyboardInterrupt:
                     interrupted = True
                 except Exception as err:  # Ray or Tune gave up: say why, settle every run, close the parent

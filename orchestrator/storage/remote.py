@@ -80,6 +80,36 @@ def retried(fn: Callable[[], T], what: str, *, say: Callable[[str], None] | None
             wait = min(wait * 2, 30.0)
 
 
+# ---- credentials kept out of Ray's runtime_env -------------------------------------------------------
+SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+"""Ray Tune copies these from the driver's environment into every trial actor's runtime_env
+(ray/tune/execution/class_cache.py), which Ray's runtime_env agent writes to its log in clear."""
+_withheld: dict[str, str] = {}
+
+
+def withheld_credentials() -> dict[str, str]:
+    """The AWS keys `credentials_withheld` took out of the environment ({} outside it)."""
+    return dict(_withheld)
+
+
+class credentials_withheld:
+    """`with credentials_withheld():` takes the AWS keys out of os.environ (so Ray Tune cannot put
+    them into a runtime_env) while this process keeps using them for its own S3 calls (`Location`,
+    `s3_client`); they are back in os.environ afterwards. Workers of a local Ray inherit them from
+    the raylet, started before; nodes of a joined cluster take them from their own environment."""
+
+    def __enter__(self) -> credentials_withheld:
+        for key in SECRET_ENV:
+            if key in os.environ:
+                _withheld[key] = os.environ.pop(key)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in _withheld.items():
+            os.environ.setdefault(key, value)
+        _withheld.clear()
+
+
 # ---- S3 -------------------------------------------------------------------------------------------
 def s3_client(*, connect_timeout: float = 5.0, read_timeout: float = 20.0, attempts: int = 2):
     """A boto3 S3 client from the standard chain, the endpoint from AWS_ENDPOINT_URL(_S3)."""
@@ -89,7 +119,15 @@ def s3_client(*, connect_timeout: float = 5.0, read_timeout: float = 20.0, attem
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
     region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION") or ("us-east-1" if endpoint else None)
     config = Config(connect_timeout=connect_timeout, read_timeout=read_timeout, retries={"max_attempts": attempts, "mode": "standard"})
-    return boto3.session.Session().client("s3", endpoint_url=endpoint, region_name=region, config=config)
+    held = withheld_credentials()
+    keys = {
+        "aws_access_key_id": held.get("AWS_ACCESS_KEY_ID"),
+        "aws_secret_access_key": held.get("AWS_SECRET_ACCESS_KEY"),
+        "aws_session_token": held.get("AWS_SESSION_TOKEN") or held.get("AWS_SECURITY_TOKEN"),
+    }
+    return boto3.session.Session(**{k: v for k, v in keys.items() if v}).client(
+        "s3", endpoint_url=endpoint, region_name=region, config=config
+    )
 
 
 def bucket_key(loc: Location) -> tuple[str, str]:

@@ -72,7 +72,8 @@ def no_secret_under(folder: Path) -> int:
             except OSError:
                 continue
             n += 1
-            assert SECRET_KEY.encode() not in data, f
+            at = data.find(SECRET_KEY.encode())
+            assert at < 0, f"{f}: ...{data[max(0, at - 1500) : at + 100]!r}"
     return n
 
 
