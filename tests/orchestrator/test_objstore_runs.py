@@ -342,3 +342,28 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
             no_secret_in(s3.client().get_object(Bucket="test-bucket", Key=key)["Body"].read().decode(errors="replace"))
     assert no_secret_under(ray_tmp) > 10, "Ray's session logs were read"
     assert no_secret_under(a / "scratch") and no_secret_under(b / "scratch")
+
+
+# ---- `gatesweep train --runs-dir s3://...` ---------------------------------------------------------
+@pytest.mark.slow
+def test_train_on_s3_then_resume_from_another_machine(tmp_path, s3):
+    from .test_cli_train import EXAMPLE, FAST
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    uri = sqlite_uri(tmp_path)
+    args = ["train", str(EXAMPLE), *FAST, "--runs-dir", RUNS, "--tracking-uri", uri]
+    out = gatesweep(*args, cwd=a, env={"GATESWEEP_SCRATCH": str(a / "scratch")})
+    assert out.returncode == 0, out.stderr
+    keys = s3.object_keys("test-bucket", "runs/")
+    (trial,) = {k.split("/")[1] for k in keys}
+    for key in ("run.json", "model.pt", "checkpoints/step12/COMPLETE", "artifacts/config.yaml"):
+        assert f"runs/{trial}/{key}" in keys, keys
+    again = gatesweep(*args, cwd=b, env={"GATESWEEP_SCRATCH": str(b / "scratch")})
+    assert again.returncode == 2 and f"{RUNS}/{trial}" in again.stderr and "--resume" in again.stderr, again.stderr
+    resumed = gatesweep(*args, "--resume", "--quiet", cwd=b, env={"GATESWEEP_SCRATCH": str(b / "scratch")})
+    assert resumed.returncode == 0, resumed.stderr
+    run_id = out.stdout.split("MLflow run ")[1].split()[0]
+    assert run_id in resumed.stdout and "resumed from step 12" in resumed.stdout, resumed.stdout
+    assert not (a / "runs").exists() and not (b / "runs").exists()
+    no_secret_in(out.stdout, out.stderr, resumed.stdout, resumed.stderr)
