@@ -22,7 +22,7 @@ import pytest
 from orchestrator.ray.cluster import kill_processes
 
 from .conftest import loopback_cluster
-from .test_objstore_runs import RUNS, environ, no_secret_in, sqlite_uri
+from .test_objstore_runs import RUNS, environ, no_secret_in, no_secret_under, sqlite_uri
 from .test_sweep_ray import children, steps, write
 
 pytestmark = pytest.mark.slow
@@ -135,6 +135,8 @@ def test_a_lost_node_resumes_its_trial_on_the_other_node_from_the_bucket(tmp_pat
             f"\nlost node {lost}: first new metric point {first_new:.1f} s after the kill; steps redone {redone} (resumed from {resumed}, last logged {last_before})"
         )
         no_secret_in(out)
+        for ip in NODES:  # each node's scratch and temporary files
+            no_secret_under(Path(node_env[ip]["TMPDIR"]).parent)
     finally:
         import shutil
 
