@@ -108,6 +108,19 @@ def test_an_unusable_object_store_is_refused_in_one_line_writing_nothing(tmp_pat
     assert s3.object_keys("test-bucket") == []
 
 
+def test_resume_of_a_missing_or_damaged_sweep_on_s3_is_refused_in_one_line(tmp_path, s3):
+    env = {"GATESWEEP_SCRATCH": str(tmp_path / "scratch"), "MLFLOW_TRACKING_URI": sqlite_uri(tmp_path)}
+    out = gatesweep("resume", "nosuch", "--runs-dir", RUNS, cwd=tmp_path, env=env, timeout=120)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"gatesweep: error: no sweep named 'nosuch' in {RUNS}/sweeps (was it launched with another --runs-dir?)"
+    ), out.stderr
+    s3.client().put_object(Bucket="test-bucket", Key="runs/sweeps/bad/state.json", Body=b'{"name": 3')
+    out = gatesweep("resume", "bad", "--runs-dir", RUNS, cwd=tmp_path, env=env, timeout=120)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and f"{RUNS}/sweeps/bad/state.json: damaged sweep state" in lines[0], out.stderr
+    assert s3.object_keys("test-bucket") == ["runs/sweeps/bad/state.json"] and not (tmp_path / "mlflow.db").exists()
+
+
 # ---- the driver lock: a conditional create with a heartbeat --------------------------------------
 @pytest.mark.slow
 def test_the_driver_lock_on_s3_refuses_a_second_driver_and_takes_over_a_stale_one(s3):
