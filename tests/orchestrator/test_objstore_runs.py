@@ -380,3 +380,33 @@ def test_train_on_s3_then_resume_from_another_machine(tmp_path, s3):
     assert run_id in resumed.stdout and "resumed from step 12" in resumed.stdout, resumed.stdout
     assert not (a / "runs").exists() and not (b / "runs").exists()
     no_secret_in(out.stdout, out.stderr, resumed.stdout, resumed.stderr)
+
+
+def test_a_checkpoint_upload_that_keeps_failing_is_skipped_for_the_next_one(tmp_path, s3, monkeypatch):
+    """The store unreachable past the retry budget: a warning, training goes on (no exception),
+    and the next checkpoint is uploaded once the store answers again."""
+    from orchestrator.trial import checkpoint as ckpt
+    from orchestrator.trial.callbacks.checkpoint import Checkpointer
+
+    remote = Location.parse(f"{RUNS}/sweeps/up/trials/abc")
+    said: list[str] = []
+    cb = Checkpointer(tmp_path, resume=False, keep=2, config_hash="abc", remote=remote, say=said.append)
+    for step in (10, 20):
+        folder = ckpt.checkpoint_dir(tmp_path) / ckpt.tag(step)
+        folder.mkdir(parents=True)
+        (folder / "model_states.pt").write_bytes(os.urandom(1000))
+        ckpt.mark_complete(tmp_path, step)
+    monkeypatch.setenv("GATESWEEP_STORE_RETRY_S", "2")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing answers
+    t0 = time.time()
+    cb._upload(10)
+    assert time.time() - t0 < 30
+    assert cb.upload_failed == [10] and cb.uploaded == []
+    assert "checkpoint step10 could not be uploaded" in said[-1] and "the next checkpoint is uploaded instead" in said[-1]
+    no_secret_in(*said)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    cb._upload(20)
+    assert cb.uploaded == [20]
+    keys = s3.object_keys("test-bucket", "runs/sweeps/up/")
+    assert "runs/sweeps/up/trials/abc/checkpoints/step20/COMPLETE" in keys and not any("step10" in k for k in keys)
+    assert ckpt.download_latest(remote, tmp_path / "elsewhere") == "step20"
