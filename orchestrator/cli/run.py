@@ -110,6 +110,8 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 
     print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
     print_browse_lines(spec.name, uri, outcome, args.tracking_uri)
+    if remote_root is not None:
+        print(f"runs folder: {launcher.dir} (this machine's scratch: {launcher.work})")
     if outcome.interrupted:
         print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)
         return 130

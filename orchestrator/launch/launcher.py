@@ -74,7 +74,8 @@ class Launcher:
         """Lock the sweep, write its runs, run it on Ray, read back every outcome, close the parent.
         SIGTERM and SIGHUP stop it the way Ctrl-C does (runs marked interrupted, Ray stopped)."""
         t0 = time.time()
-        with SweepLock(self.dir, self.spec.name, say=self.log), signals.as_interrupt():
+        lock = SweepLock(self.dir, self.spec.name, say=self.log)
+        with lock, signals.as_interrupt():
             logfile.attach(self.work)  # Ray's and MLflow's own lines, from here on in the sweep's folder
             interrupted, error = False, ""
             latest = self.runs.finished_launch()
@@ -152,6 +153,10 @@ class Launcher:
                     close_parent(self.runs, outcome)
                 except OSError as err:  # the parent is closed (its status is set first); only state.json is not
                     self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
+            if lock.lost:  # an object-store lock whose heartbeats did not reach the store for too long
+                self.log(
+                    f"warning: another driver took over the lock {lock.path} during this launch; check the sweep's state before resuming"
+                )
             return outcome
 
     def upload(self, name: str) -> None:
