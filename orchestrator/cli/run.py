@@ -39,7 +39,12 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
         type=int,
         help="trials at once; 0: as many as the cluster fits (default: resources.max_concurrent, whose 0 means the same)",
     )
-    p.add_argument("--runs-dir", default="runs", help="sweep state and checkpoints (default: ./runs; shared storage on a cluster)")
+    p.add_argument(
+        "--runs-dir",
+        default="runs",
+        help="sweep state and checkpoints: a folder (default: ./runs) or an object-store URI such as s3://bucket/prefix "
+        "(on a cluster: shared storage or a URI)",
+    )
 
 
 def check_max_concurrent(value: int | None) -> None:
@@ -66,8 +71,10 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 
 def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from orchestrator.launch.launcher import Launcher
+    from orchestrator.launch.preflight_storage import check_runs_dir
     from orchestrator.ray.progress import wants_bar
 
+    remote_root = check_runs_dir(args.runs_dir)  # an object store that cannot be used: one line, nothing written
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
 
@@ -76,7 +83,7 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         from orchestrator.launch.data import prepare_sweep_data
 
         prepare_sweep_data([t.config for t in expansion.trials], say=lambda line: print(line, flush=True), source=source)
-    runs_root = writable_dir(args.runs_dir, "--runs-dir")
+    runs_root = remote_root or writable_dir(args.runs_dir, "--runs-dir")
     launcher = Launcher(
         spec,
         expansion,
@@ -93,14 +100,18 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     outcome = launcher.run()
     has_results = not outcome.interrupted and any(r.status in ("finished", "skipped") for r in outcome.rows)
     if outcome.reused:  # nothing ran: the latest launch's report stands
-        outcome.report_dir = launcher.dir / "report" if (launcher.dir / "report" / "report.html").is_file() else None
-    elif has_results and not publish_report(spec.name, uri, outcome, launcher.dir / "report"):
+        outcome.report_dir = launcher.work / "report" if (launcher.work / "report" / "report.html").is_file() else None
+    elif has_results and not publish_report(spec.name, uri, outcome, launcher.work / "report"):
         return 130
+    launcher.upload("report")  # a remote runs folder gets the report and sweep.log too
+    launcher.upload("sweep.log")
     print_outcome(outcome)
     from ..tracking import redact_uri
 
     print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
     print_browse_lines(spec.name, uri, outcome, args.tracking_uri)
+    if remote_root is not None:
+        print(f"runs folder: {launcher.dir} (this machine's scratch: {launcher.work})")
     if outcome.interrupted:
         print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)
         return 130

@@ -35,7 +35,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--experiment", help="MLflow experiment (default: tracking.experiment of the file)")
     p.add_argument("--run-name", help="MLflow run name (default: gate-size-seed)")
-    p.add_argument("--runs-dir", default="runs", help="where checkpoints and final weights go (default: ./runs)")
+    p.add_argument(
+        "--runs-dir",
+        default="runs",
+        help="where checkpoints and final weights go: a folder (default: ./runs) or an object-store URI (s3://bucket/prefix)",
+    )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--resume", action="store_true", help="continue this config's previous trial from its newest checkpoint, in the same MLflow run"
@@ -90,10 +94,21 @@ def run(args) -> int:
 
     if args.experiment is not None and experiment_problem(args.experiment):
         raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
+    from orchestrator.launch.preflight_storage import check_runs_dir
+
+    remote_root = check_runs_dir(args.runs_dir)  # an object store that cannot be used: one line, nothing written
     uri = tracking_uri(args.tracking_uri, cfg.tracking.uri)
     check_hub([cfg], source=args.config)  # before anything is written
     check_tracking_uri(uri)
-    run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"
+    remote = remote_root.child(f"train-{cfg.config_hash()}") if remote_root else None
+    if remote is not None:  # the store is the truth; the trial works in this machine's scratch folder
+        from orchestrator.storage.remote import scratch_for
+
+        run_dir = scratch_for(remote, "train", remote.name)
+        _fetch_meta(remote, run_dir)
+    else:
+        run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"
+    where = remote or run_dir
     meta_path = run_dir / "run.json"
     run_id = None
     if meta_path.exists():
@@ -103,20 +118,24 @@ def run(args) -> int:
         elif args.fresh:
             shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
             meta_path.unlink()
+            if remote is not None:
+                remote.child("checkpoints").delete_tree()
+                remote.child("run.json").delete()
         else:
             raise UserError(
-                f"this config already has a trial in {run_dir} (MLflow run {meta.get('run_id')}); "
+                f"this config already has a trial in {where} (MLflow run {meta.get('run_id')}); "
                 "use --resume to continue it or --fresh to start a new run"
             )
     elif args.resume:
-        raise UserError(f"nothing to resume: no previous trial of this config in {run_dir}")
+        raise UserError(f"nothing to resume: no previous trial of this config in {where}")
 
     from orchestrator.trial.run import TrialContext, TrialFailed, run_trial
 
-    writable_dir(run_dir, "--runs-dir")
+    writable_dir(run_dir, "--runs-dir" if remote is None else "GATESWEEP_SCRATCH")
 
     ctx = TrialContext(
         run_dir=run_dir,
+        remote_dir=remote.uri if remote is not None else None,
         tracking_uri=uri,
         experiment=args.experiment or cfg.tracking.experiment,
         run_id=run_id,
@@ -141,3 +160,14 @@ def run(args) -> int:
     print(f"\n{result.steps} steps in {result.wall_s:.1f} s{resumed}. MLflow run {result.run_id} in {uri}")
     print("browse: gatesweep ui" + (f" --tracking-uri {args.tracking_uri}" if args.tracking_uri else ""))
     return 0
+
+
+def _fetch_meta(remote, run_dir: Path) -> None:
+    """The remote trial's run.json into the scratch folder (a stale local copy removed when the
+    store has none), so the checks below read what the store says."""
+    local = run_dir / "run.json"
+    local.unlink(missing_ok=True)
+    try:
+        remote.child("run.json").download(local)
+    except OSError as err:
+        raise UserError(f"{remote / 'run.json'}: cannot be read ({str(err).strip()[:200]})") from None

@@ -7,8 +7,10 @@ One mechanism serves re-runs, resumes and retries: every trial has a fixed check
   finished ones are not rerun, interrupted ones continue from their checkpoints;
 - `gatesweep run` again (or another sweep sharing trials) skips every config hash that already
   finished in the experiment (`--rerun` forces them).
-On a multi-node cluster, RUNS must be on a file system every node mounts (checkpoints are local
-files). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
+On a multi-node cluster, RUNS is a file system every node mounts or an object-store URI
+(`--runs-dir s3://bucket/prefix`): then the store is the truth and every process works in a local
+scratch folder (`orchestrator.storage.remote.scratch_root`): this driver keeps Tune's own folder,
+sweep.log and the report there (sweep.log and the report are uploaded at the end). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
 ASHA, Optuna, the progress callback), `ray.progress` (the console's progress and ETA), `launch.logfile`
 (Ray's and MLflow's own log lines to RUNS/sweeps/NAME/sweep.log), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
 """
@@ -30,6 +32,7 @@ from orchestrator.ray.cluster import RayCluster, kill_stale_ray, oversubscriptio
 from orchestrator.spec.expand import Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
+from orchestrator.storage.location import Location
 
 
 class Launcher:
@@ -41,7 +44,7 @@ class Launcher:
         expansion: Expansion,
         *,
         source: Path,
-        runs_root: Path,
+        runs_root: Path | Location,
         tracking_uri: str,
         address: str | None = None,
         max_concurrent: int | None = None,
@@ -54,6 +57,9 @@ class Launcher:
         self.bar = bar
         """Progress as a bar (a terminal) instead of plain lines (`orchestrator.ray.progress`)."""
         self.dir = sweep_dir(runs_root, spec.name)
+        """The sweep's state folder (a Location: local, or on an object store)."""
+        self.work = self.dir.local if self.dir.local is not None else _driver_scratch(spec.name)
+        """This driver's local folder: the state folder itself, or its scratch folder for a remote one."""
         self.state: dict = load_state(self.dir) if resume else {}
         self.runs = SweepRuns(
             spec, expansion, folder=self.dir, source=Path(source).resolve(), uri=tracking_uri, state=self.state, resume=resume, rerun=rerun
@@ -68,8 +74,9 @@ class Launcher:
         """Lock the sweep, write its runs, run it on Ray, read back every outcome, close the parent.
         SIGTERM and SIGHUP stop it the way Ctrl-C does (runs marked interrupted, Ray stopped)."""
         t0 = time.time()
-        with SweepLock(self.dir, self.spec.name), signals.as_interrupt():
-            logfile.attach(self.dir)  # Ray's and MLflow's own lines, from here on in the sweep's folder
+        lock = SweepLock(self.dir, self.spec.name, say=self.log)
+        with lock, signals.as_interrupt():
+            logfile.attach(self.work)  # Ray's and MLflow's own lines, from here on in the sweep's folder
             interrupted, error = False, ""
             latest = self.runs.finished_launch()
             if latest is not None:  # a re-run of a finished sweep: its latest launch has every trial
@@ -126,7 +133,10 @@ class Launcher:
             if payloads:
                 try:
                     self._start_cluster()
-                    self._fit([p.to_dict() for p in payloads])
+                    from orchestrator.storage.remote import credentials_withheld
+
+                    with credentials_withheld():  # Ray Tune would copy the AWS keys into every trial's runtime_env
+                        self._fit([p.to_dict() for p in payloads])
                 except KeyboardInterrupt:
                     interrupted = True
                 except Exception as err:  # Ray or Tune gave up: say why, settle every run, close the parent
@@ -143,7 +153,23 @@ class Launcher:
                     close_parent(self.runs, outcome)
                 except OSError as err:  # the parent is closed (its status is set first); only state.json is not
                     self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
+            if lock.lost:  # an object-store lock whose heartbeats did not reach the store for too long
+                self.log(
+                    f"warning: another driver took over the lock {lock.path} during this launch; check the sweep's state before resuming"
+                )
             return outcome
+
+    def upload(self, name: str) -> None:
+        """Copy the file or folder `name` of this driver's scratch folder to the remote state folder
+        (nothing for a local one); a failure is a warning (the runs are in MLflow)."""
+        if self.dir.local is not None or not (self.work / name).exists():
+            return
+        from orchestrator.storage.remote import retried
+
+        try:
+            retried(lambda: self.dir.child(name).upload(self.work / name), f"uploading {name}", budget=60)
+        except OSError as err:
+            self.log(f"warning: {self.dir / name} could not be uploaded ({str(err).strip()[:200]})")
 
     def _join_cluster(self) -> None:
         try:
@@ -219,7 +245,7 @@ class Launcher:
         board = self._board(payloads)
         common = dict(
             max_t=(spec.scheduler.max_t if spec.scheduler else 0) or max(t.config.train.steps for t in self.expansion.trials),
-            storage=self.dir / "tune",
+            storage=self.work / "tune",
             concurrency=self.cluster.concurrency(),
             retries=spec.retries,
             board=board,
@@ -249,3 +275,11 @@ class Launcher:
             plan = [work_of(p) for p in payloads for _ in range(self.spec.search.num_samples)]
         display = BarDisplay() if self.bar else PlainDisplay(self.log)
         return SweepProgress(plan, concurrency=min(self.cluster.concurrency(), max(1, len(plan))), display=display)
+
+
+def _driver_scratch(name: str) -> Path:
+    from orchestrator.storage.remote import scratch_root
+
+    folder = scratch_root() / name / "driver"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -21,6 +21,7 @@ from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
+from orchestrator.storage.location import Location
 from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, quoted, redact_uri, search_all, views
 
 
@@ -119,7 +120,7 @@ def make_payload(
     t: ExpandedTrial,
     *,
     run_id: str | None,
-    run_dir: Path,
+    run_dir: Path | Location,
     parent: str,
     uri: str,
     judged_by: list[str],
@@ -149,9 +150,20 @@ class SweepRuns:
     """Parent and child runs of one launch of a sweep, and its state.json."""
 
     def __init__(
-        self, spec: SweepSpec, expansion: Expansion, *, folder: Path, source: Path, uri: str, state: dict, resume: bool, rerun: bool
+        self,
+        spec: SweepSpec,
+        expansion: Expansion,
+        *,
+        folder: Path | Location,
+        source: Path,
+        uri: str,
+        state: dict,
+        resume: bool,
+        rerun: bool,
     ):
-        self.spec, self.expansion, self.dir, self.source, self.uri = spec, expansion, folder, source, uri
+        self.spec, self.expansion, self.source, self.uri = spec, expansion, source, uri
+        self.dir = folder if isinstance(folder, Location) else Location.parse(folder)
+        """The sweep's state folder: a local folder or an object-store prefix."""
         self.state, self.resume, self.rerun = state, resume, rerun
         self.experiment = spec.tracking.experiment
         self.rows: dict[str, TrialRow] = {}
@@ -184,9 +196,16 @@ class SweepRuns:
                 "trials": self.state.get("trials", {}),
             }
         )
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if self.source != (self.dir / "sweep.yaml").resolve():
-            shutil.copyfile(self.source, self.dir / "sweep.yaml")
+        stored = self.dir / "sweep.yaml"
+        if stored.local is not None:
+            stored.local.parent.mkdir(parents=True, exist_ok=True)
+            if self.source != stored.local.resolve():
+                shutil.copyfile(self.source, stored.local)
+        else:
+            from orchestrator.storage.remote import retried
+
+            data = self.source.read_bytes()
+            retried(lambda: stored.write_bytes(data), f"writing {stored}")
         views.write_sweep_view(
             cl,
             exp_id,
@@ -275,7 +294,7 @@ class SweepRuns:
         return payloads
 
     def _payload(self, t: ExpandedTrial, parent: str, cl, exp_id: str, row: TrialRow) -> TrialPayload:
-        run_dir = self.dir / "trials" / t.config_hash
+        run_dir = self.dir.child("trials", t.config_hash)
         known = self.state["trials"].get(t.config_hash, {})
         run_id = known.get("run_id")
         if self.spec.search.type == "optuna":
@@ -291,8 +310,11 @@ class SweepRuns:
         else:
             run_id = None
         if run_id is None and self.spec.search.type == "grid":
-            if run_dir.exists():  # a previous launch's checkpoints belong to another run
-                shutil.rmtree(run_dir, ignore_errors=True)
+            if run_dir.local is not None:
+                if run_dir.local.exists():  # a previous launch's checkpoints belong to another run
+                    shutil.rmtree(run_dir.local, ignore_errors=True)
+            elif run_dir.files():
+                run_dir.delete_tree()
             run_id = create_child(cl, exp_id, self.spec.name, t, parent, self.group_of(t.config_hash))
         row.run_id = run_id
         self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}

@@ -1,6 +1,10 @@
 """The sweep's state folder: RUNS/sweeps/NAME/ with state.json (the parent run, each trial's run
 id and checkpoint folder, the local Ray of a running driver), the stored sweep file, driver.lock
-and one folder per trial. state.json is written atomically and validated when read back."""
+and one folder per trial. state.json is written atomically and validated when read back.
+
+RUNS is a local folder or an object-store URI (`orchestrator.storage.location.Location`); on a
+store, state.json is one PUT (whole or absent), retried through an outage
+(`orchestrator.storage.remote.retried`)."""
 
 from __future__ import annotations
 
@@ -9,25 +13,52 @@ from pathlib import Path
 
 from orchestrator import storage
 from orchestrator.spec.files import UserError
+from orchestrator.storage.location import Location
 
 MAX_STATE_BYTES = 256 << 20
 """state.json holds a few hundred bytes per trial: 256 MiB is far beyond any sweep's."""
 
 
-def sweep_dir(runs_root: Path, name: str) -> Path:
-    return Path(runs_root).resolve() / "sweeps" / name
+def sweep_dir(runs_root: str | Path | Location, name: str) -> Location:
+    root = runs_root if isinstance(runs_root, Location) else Location.parse(runs_root)
+    return root.child("sweeps", name)
 
 
-def load_state(path: Path) -> dict:
+def _loc(path: str | Path | Location) -> Location:
+    return path if isinstance(path, Location) else Location.parse(path)
+
+
+def load_state(path: str | Path | Location) -> dict:
     """The sweep's state.json ({} when there is none); UserError in one line when it is damaged."""
-    f = path / "state.json"
+    loc = _loc(path)
+    if loc.local is None:
+        return _load_remote(loc.child("state.json"))
+    f = loc.local / "state.json"
     if not f.exists():
         return {}
     if not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
         what = "not a regular file" if not f.is_file() else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
         raise UserError(f"{f}: damaged sweep state ({what}); restore it or launch the sweep again with `gatesweep run`")
+    return _parse(f, f.read_bytes())
+
+
+def _load_remote(f: Location) -> dict:
+    from orchestrator.storage.remote import retried
+
     try:
-        state = json.loads(f.read_bytes().decode("utf-8"))
+        data = retried(lambda: f.read_bytes(MAX_STATE_BYTES), f"reading {f}")
+    except FileNotFoundError:
+        return {}
+    except ValueError as err:
+        raise UserError(f"{f}: damaged sweep state ({err}); restore it or launch the sweep again with `gatesweep run`") from None
+    except OSError as err:
+        raise UserError(f"{f}: the sweep state cannot be read ({str(err).strip()[:200]})") from None
+    return _parse(f, data)
+
+
+def _parse(f, data: bytes) -> dict:
+    try:
+        state = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UserError(
             f"{f}: damaged sweep state ({type(err).__name__}: {str(err)[:120]}); "
@@ -63,6 +94,13 @@ def _state_problem(state) -> str:
     return ""
 
 
-def save_state(path: Path, state: dict) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    storage.write_json(path / "state.json", state, indent=2)
+def save_state(path: str | Path | Location, state: dict) -> None:
+    loc = _loc(path)
+    if loc.local is not None:
+        loc.local.mkdir(parents=True, exist_ok=True)
+        storage.write_json(loc.local / "state.json", state, indent=2)
+        return
+    from orchestrator.storage.remote import retried
+
+    f = loc.child("state.json")
+    retried(lambda: f.write_json(state, indent=2), f"writing {f}")

@@ -31,8 +31,14 @@ PASS_ENV = (
     "MLFLOW_TRACKING_TOKEN",
     "TORCH_EXTENSIONS_DIR",
     *TELEMETRY_ENV,
+    *("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_CA_BUNDLE", "AWS_EC2_METADATA_DISABLED"),
+    *("GATESWEEP_S3_CONNECT_TIMEOUT", "GATESWEEP_S3_REQUEST_TIMEOUT", "GATESWEEP_STORE_RETRY_S"),
 )
-"""Driver variables forwarded to every Ray worker (remote clusters do not inherit the driver's)."""
+"""Driver variables forwarded to every Ray worker (remote clusters do not inherit the driver's).
+Where an object store is: its endpoint and region travel; its keys (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) do not: a runtime_env is stored in Ray's GCS and shown
+in its job and actor info, so each node takes them from its own environment (the `ray start`
+environment, a profile, an instance role). GATESWEEP_SCRATCH is each node's own, never forwarded."""
 
 
 def ray_processes(marker: str, node_id: str | None = None) -> list:

@@ -20,7 +20,8 @@ class TrialPayload:
     run_id: str | None
     """Its MLflow run, created before launch (grid); None for Optuna trials (created per Tune trial)."""
     run_dir: str
-    """Absolute folder of its checkpoints and artifacts."""
+    """Absolute folder of its checkpoints and artifacts, or its object-store URI (s3://...): then
+    the trial works in a local scratch folder synchronised with it (`trainable.local_run_dir`)."""
     tracking_uri: str
     """Redacted; the real URI reaches workers in GATESWEEP_TRACKING_URI."""
     experiment: str

@@ -57,11 +57,26 @@ def _failure_report(payload: TrialPayload, step: int) -> dict:
     return {**{m: float("nan") for m in payload.judged_by}, "failed": 1.0, "step": step}
 
 
+def local_run_dir(payload: TrialPayload) -> tuple[Path, str | None]:
+    """Where the trial works on this node, and its folder on an object store (None for a local
+    runs folder): a remote run_dir is worked on in `$GATESWEEP_SCRATCH/SWEEP/trials/HASH[/TUNE_ID]`."""
+    from orchestrator.storage.location import Location, is_remote
+    from orchestrator.storage.remote import scratch_for
+
+    if not is_remote(payload.run_dir):
+        return Path(payload.run_dir), None
+    loc = Location.parse(payload.run_dir)
+    _, _, tail = loc.path.partition(f"/sweeps/{payload.sweep}/trials/")
+    return scratch_for(loc, payload.sweep, "trials", *(tail.split("/") if tail else [loc.name])), loc.uri
+
+
 def _context(payload: TrialPayload, report, num_threads: int | None):
     from orchestrator.trial.run import TrialContext
 
+    run_dir, remote = local_run_dir(payload)
     return TrialContext(
-        run_dir=Path(payload.run_dir),
+        run_dir=run_dir,
+        remote_dir=remote,
         tracking_uri=_uri(payload),
         experiment=payload.experiment,
         run_id=payload.run_id,
@@ -147,7 +162,9 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
             names.TRIAL_NAME_TAG: name,
         }
         run_id = RunLogger.create(uri, payload.experiment, run_name=name, tags=tags, parent_run_id=payload.parent_run_id).run_id
-    return payload.replace(run_id=run_id, name=name, run_dir=str(Path(payload.run_dir) / trial_id))
+    from orchestrator.storage.location import Location
+
+    return payload.replace(run_id=run_id, name=name, run_dir=str(Location.parse(payload.run_dir).child(trial_id)))
 
 
 def _worker_loop(config: dict) -> None:
@@ -180,7 +197,7 @@ def _run_distributed(payload: TrialPayload) -> dict:
         scaling_config=ScalingConfig(
             num_workers=payload.workers, use_gpu=gpus > 0, resources_per_worker={"CPU": payload.cpus, **({"GPU": gpus} if gpus else {})}
         ),
-        run_config=RunConfig(name=f"{payload.name}-train", storage_path=str(Path(payload.run_dir) / "ray_train")),
+        run_config=RunConfig(name=f"{payload.name}-train", storage_path=str(local_run_dir(payload)[0] / "ray_train")),
     )
     trainer.fit()
     run = client(_uri(payload)).get_run(payload.run_id)

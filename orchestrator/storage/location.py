@@ -49,6 +49,14 @@ def _s3_filesystem():
     region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
     if region or endpoint:
         kwargs["region"] = region or "us-east-1"
+    from .remote import withheld_credentials
+
+    held = withheld_credentials()  # the keys this process keeps out of Ray's runtime_env, if any
+    if held.get("AWS_ACCESS_KEY_ID") and held.get("AWS_SECRET_ACCESS_KEY"):
+        kwargs["access_key"], kwargs["secret_key"] = held["AWS_ACCESS_KEY_ID"], held["AWS_SECRET_ACCESS_KEY"]
+        token = held.get("AWS_SESSION_TOKEN") or held.get("AWS_SECURITY_TOKEN")
+        if token:
+            kwargs["session_token"] = token
     kwargs["connect_timeout"] = float(os.environ.get("GATESWEEP_S3_CONNECT_TIMEOUT", "5"))
     kwargs["request_timeout"] = float(os.environ.get("GATESWEEP_S3_REQUEST_TIMEOUT", "60"))
     return fs.S3FileSystem(**kwargs)

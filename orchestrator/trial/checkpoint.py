@@ -79,3 +79,100 @@ def disk_report(path: Path) -> str:
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     limit = "none" if soft == resource.RLIM_INFINITY else f"{soft / 2**20:.0f} MiB"
     return f"free space {free / 2**30:.1f} GiB, file-size limit {limit}"
+
+
+# ---- a runs folder on an object store ------------------------------------------------------------
+# The trial trains in a local scratch folder; REMOTE (a Location) is the truth. A checkpoint is
+# uploaded file by file, then its COMPLETE marker, holding the manifest (each file's size and
+# sha256), LAST: a remote checkpoint without COMPLETE, or whose files do not match its manifest,
+# is not trusted, and the previous whole one is used.
+
+
+def manifest(folder: Path) -> dict[str, list]:
+    """relative path -> [size, sha256] of every file in a checkpoint folder but COMPLETE."""
+    import hashlib
+
+    out: dict[str, list] = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE):
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(8 << 20), b""):
+                h.update(chunk)
+        out[f.relative_to(folder).as_posix()] = [f.stat().st_size, h.hexdigest()]
+    return out
+
+
+def mismatch(folder: Path, expected: dict) -> str:
+    """'' when `folder` holds exactly the files of `expected` (a manifest); else what differs."""
+    have = manifest(folder)
+    missing = sorted(set(expected) - set(have))
+    if missing:
+        return f"{len(missing)} file(s) missing, e.g. {missing[0]}"
+    for rel, (size, digest) in expected.items():
+        if have[rel][0] != size:
+            return f"{rel}: {have[rel][0]} bytes, the manifest says {size}"
+        if have[rel][1] != digest:
+            return f"{rel}: sha256 differs from the manifest"
+    return ""
+
+
+def upload_checkpoint(run_dir: Path, remote, step: int) -> None:
+    """Upload the local whole checkpoint of `step` under REMOTE/checkpoints/, COMPLETE (with the
+    manifest) last. Raises OSError when the store fails (the caller retries)."""
+    local = checkpoint_dir(run_dir) / tag(step)
+    dest = remote.child("checkpoints", tag(step))
+    files = manifest(local)
+    dest.upload(local, skip=(COMPLETE,))
+    dest.child(COMPLETE).write_json({"step": step, "files": files})
+
+
+def remote_checkpoints(remote) -> tuple[list[int], list[int]]:
+    """(steps with a COMPLETE marker, every step with any object), each ascending (one listing)."""
+    whole, seen = set(), set()
+    for rel in remote.child("checkpoints").files():
+        head, _, rest = rel.partition("/")
+        if head.startswith("step") and head[4:].isdigit():
+            seen.add(int(head[4:]))
+            if rest == COMPLETE:
+                whole.add(int(head[4:]))
+    return sorted(whole), sorted(seen)
+
+
+def download_latest(remote, run_dir: Path, say=None) -> str | None:
+    """Replace the local checkpoints with REMOTE's newest whole one (verified against its manifest);
+    a damaged or partial one is skipped for the previous; its tag, or None when none is whole."""
+    import json
+
+    folder = checkpoint_dir(run_dir)
+    shutil.rmtree(folder, ignore_errors=True)  # the store is the truth, not what an earlier attempt left here
+    whole, _ = remote_checkpoints(remote)
+    for step in reversed(whole):
+        src = remote.child("checkpoints", tag(step))
+        dest = folder / tag(step)
+        try:
+            record = json.loads(src.child(COMPLETE).read_text(limit=64 << 20))
+            expected = record["files"]
+            for rel in expected:
+                src.child(rel).download(dest / rel)
+            why = mismatch(dest, expected)
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as err:  # partial or damaged; other OSErrors: the store failed
+            why = f"{type(err).__name__}: {str(err).strip()[:160]}"
+        if not why:
+            storage.write_json(dest / COMPLETE, record)
+            return tag(step)
+        shutil.rmtree(dest, ignore_errors=True)
+        if say is not None:
+            say(f"checkpoint {src} is not whole ({why}); using the previous one")
+    return None
+
+
+def prune_remote(remote, keep: int) -> None:
+    """REMOTE's counterpart of `prune_checkpoints`: the newest `keep` whole checkpoints stay; older
+    ones and partial leftovers older than the newest whole one go."""
+    whole, seen = remote_checkpoints(remote)
+    if not whole:
+        return
+    kept = set(whole[-keep:])
+    for step in seen:
+        if step not in kept and step < whole[-1]:
+            remote.child("checkpoints", tag(step)).delete_tree()

@@ -25,6 +25,7 @@ from orchestrator import metrics as registry
 from orchestrator.data import DataUnavailable, build_trial_data
 from orchestrator.evals.heldout import evaluate
 from orchestrator.spec.trial import TrialConfig
+from orchestrator.storage.location import Location
 from orchestrator.tracking.outcomes import TrialFailed, classify
 from orchestrator.trial.callbacks import benchmarks
 from orchestrator.trial.callbacks.artifacts import Artifacts
@@ -52,7 +53,8 @@ class TrialContext:
     """Where and how a trial runs (not part of its config hash)."""
 
     run_dir: Path
-    """Absolute folder for checkpoints, the final weights and artifacts staged for MLflow."""
+    """Absolute folder for checkpoints, the final weights and artifacts staged for MLflow (with
+    `remote_dir`: the local scratch copy of that folder)."""
     tracking_uri: str
     """Absolute MLflow tracking URI."""
     experiment: str = "gatesweep"
@@ -61,6 +63,10 @@ class TrialContext:
     run_name: str | None = None
     parent_run_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    remote_dir: str | None = None
+    """The trial's folder on an object store (a URI), the truth `run_dir` is synchronised with:
+    checkpoints downloaded on start and uploaded as they are saved, run.json, model.pt and the
+    artifacts uploaded (`orchestrator.trial.checkpoint`)."""
     resume: bool = True
     """Continue from the newest checkpoint in run_dir when there is one."""
     num_threads: int | None = None
@@ -153,12 +159,20 @@ def make_trainer(
     written), then the console and Ray Tune. Logging, console, artifacts and benchmarks are the
     main process's."""
     main = rank == 0
+    remote = Location.parse(ctx.remote_dir) if ctx.remote_dir else None
     spikes = SpikeMonitor(cfg.train, rank=rank, world=world)
     which = benchmarks.selected(cfg.eval) if main else ()
     console = Console(ctx.progress, cfg.train.steps) if main and ctx.progress is not None else None
     callbacks = [
         Checkpointer(
-            ctx.run_dir, resume=ctx.resume, keep=cfg.train.keep_checkpoints, config_hash=cfg.config_hash(), is_main=main, tracker=tracker
+            ctx.run_dir,
+            resume=ctx.resume,
+            keep=cfg.train.keep_checkpoints,
+            config_hash=cfg.config_hash(),
+            is_main=main,
+            tracker=tracker,
+            remote=remote,
+            say=ctx.progress,
         ),
         StepMetrics(),
         benchmarks.Benchmarks(cfg, built.model, built.data, which, device=built.device, progress=console.say if console else None)
@@ -168,7 +182,7 @@ def make_trainer(
         Speed(),
         Compute(built.model_cfg, cfg.data.seq_len),
         tracker,
-        Artifacts(cfg, built, spikes.detector, ctx.run_dir, tracker) if tracker is not None else None,
+        Artifacts(cfg, built, spikes.detector, ctx.run_dir, tracker, remote=remote) if tracker is not None else None,
         console,
         TuneReport(ctx.report, ctx.run_dir, tracker) if ctx.report is not None else None,
     ]

@@ -68,16 +68,21 @@ RAY_CLI = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scr
 
 
 @contextlib.contextmanager
-def loopback_cluster(port_base: int, *workers: str, head_args: tuple[str, ...] = ("--num-cpus", "1")):
+def loopback_cluster(
+    port_base: int, *workers: str, head_args: tuple[str, ...] = ("--num-cpus", "1"), node_env: dict[str, dict[str, str]] | None = None
+):
     """A Ray head on the loopback alias 127.0.0.2 (Ray rewrites 127.0.0.1 to the machine's address,
     not 127.0.0.2/3), plus one worker node per address in `workers`; yields the head's address and
-    stops every process of the cluster by pid afterwards."""
+    stops every process of the cluster by pid afterwards. `node_env`: extra variables of each
+    node's `ray start` by its address (e.g. its own GATESWEEP_SCRATCH and TMPDIR)."""
     temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
     port = port_base + os.getpid() % 500
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
 
     def ray(*args: str) -> None:
-        subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], check=True, env=env, capture_output=True, timeout=120)
+        address = args[args.index("--node-ip-address") + 1]
+        node = {**env, **(node_env or {}).get(address, {})}
+        subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], check=True, env=node, capture_output=True, timeout=120)
 
     try:
         ray(

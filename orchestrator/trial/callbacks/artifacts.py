@@ -26,7 +26,9 @@ class Artifacts(Callback):
 
     state_key = "history"
 
-    def __init__(self, cfg, built, spikes, run_dir: Path, tracker):
+    def __init__(self, cfg, built, spikes, run_dir: Path, tracker, remote=None):
+        self.remote = remote
+        """The trial's folder on an object store (a Location): artifacts/ and model.pt are uploaded there."""
         self.cfg, self.resolved = cfg, cfg.replace(model=built.model_cfg)
         self.ds_json, self.model, self.spikes, self.run_dir, self.tracker = built.ds_json, built.model, spikes, run_dir, tracker
         self.history: list[tuple[int, float]] = []
@@ -51,6 +53,19 @@ class Artifacts(Callback):
             raise TrialFailed(
                 f"artifacts could not be written to {self.run_dir}: {err} (training finished and its metrics are logged)", kind="disk"
             ) from None
+        if self.remote is not None:
+            self.upload()
+
+    def upload(self) -> None:
+        """artifacts/ and model.pt to the remote folder, model.pt last; a store still down after the
+        retries is a warning (the run's MLflow artifacts hold the same files)."""
+        from orchestrator.storage.remote import retried
+
+        try:
+            retried(lambda: self.remote.child("artifacts").upload(self.run_dir / "artifacts"), f"uploading to {self.remote}")
+            retried(lambda: self.remote.child("model.pt").upload(self.run_dir / "model.pt"), f"uploading to {self.remote}")
+        except OSError as err:
+            self.tracker.logger._warn(f"artifacts not uploaded to {self.remote} ({str(err).strip()[:200]}); they are in the MLflow run")
 
     def write(self) -> None:
         import yaml

@@ -28,7 +28,7 @@ def run_tags(cfg, ctx) -> dict:
     return {
         names.KIND_TAG: names.TRIAL_KIND,
         names.CONFIG_HASH_TAG: cfg.config_hash(),
-        names.RUN_DIR_TAG: str(ctx.run_dir),
+        names.RUN_DIR_TAG: ctx.remote_dir or str(ctx.run_dir),
         names.GATE_TAG: cfg.model.gate.label,
         names.TASK_TAG: cfg.data.source,
         names.HOST_TAG: socket.gethostname(),
@@ -79,9 +79,14 @@ class MLflowLogging(Callback):
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             self.logger.set_tags(tags)
         self.logger.client.update_run(self.run_id, status="RUNNING")
-        storage.write_json(
-            ctx.run_dir / "run.json", {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
-        )
+        record = {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
+        storage.write_json(ctx.run_dir / "run.json", record)
+        if ctx.remote_dir:  # the runs folder is on an object store: run.json there too
+            from orchestrator.storage.location import Location
+            from orchestrator.storage.remote import retried
+
+            remote = Location.parse(ctx.remote_dir).child("run.json")
+            retried(lambda: remote.write_json(record), f"writing {remote}")
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)
         self.logger.set_tags({names.TRACKING_URI_TAG: redact_uri(ctx.tracking_uri)})
