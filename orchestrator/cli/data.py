@@ -7,7 +7,8 @@ cluster, point it at a folder every node mounts and the corpus is tokenized once
 
 GATESWEEP_CACHE can also be an object-store URI (s3://bucket/prefix; the endpoint from
 AWS_ENDPOINT_URL, credentials from the standard AWS variables, a profile or an instance role).
-Each node then keeps a local scratch cache (GATESWEEP_SCRATCH, default TMPDIR/gatesweep-scratch):
+Each node then keeps a local scratch cache (GATESWEEP_SCRATCH/cache, the scratch folder
+defaulting to TMPDIR/gatesweep-scratch):
 `data prepare` tokenizes there once and uploads each prepared corpus whole (its files, then a
 manifest of sizes and sha256 last); a trial on a fresh node downloads and verifies it instead of
 tokenizing. A published corpus whose manifest is missing or whose files do not match it is built

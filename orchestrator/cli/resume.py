@@ -101,7 +101,7 @@ def stored_copy(state_dir, state: dict) -> Path:
     `relative_to`), downloaded into this machine's scratch folder; the local path of the copy."""
     from orchestrator.storage.remote import retried, scratch_root
 
-    local = scratch_root() / str(state["name"]) / "stored"
+    local = scratch_root() / "sweeps" / str(state["name"]) / "stored"
     local.mkdir(parents=True, exist_ok=True)
     for f in ("sweep.yaml", "state.json"):
         (local / f).unlink(missing_ok=True)  # a copy of an earlier resume is not trusted

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,8 @@ def cache_uri() -> str:
 
 def local_cache_root() -> Path:
     """The local folder the caches live in: GATESWEEP_CACHE itself when it is a folder; when it is
-    an object-store URI, the node's scratch cache (GATESWEEP_SCRATCH, default
-    TMPDIR/gatesweep-scratch), into which prepared folders are built or downloaded."""
+    an object-store URI, the node's scratch cache (GATESWEEP_SCRATCH/cache, GATESWEEP_SCRATCH
+    defaulting to TMPDIR/gatesweep-scratch), into which prepared folders are built or downloaded."""
     from ..storage.location import is_remote
 
     uri = cache_uri()
@@ -44,7 +43,9 @@ def local_cache_root() -> Path:
         if problem:
             raise DataUnavailable(problem)
         return Path(uri.removeprefix("file://")).expanduser()
-    return Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "gatesweep-scratch").expanduser()
+    from ..storage.remote import scratch_root
+
+    return scratch_root() / "cache"
 
 
 def cache_uri_problem(uri: str) -> str | None:

@@ -280,6 +280,6 @@ class Launcher:
 def _driver_scratch(name: str) -> Path:
     from orchestrator.storage.remote import scratch_root
 
-    folder = scratch_root() / name / "driver"
+    folder = scratch_root() / "sweeps" / name / "driver"
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -67,7 +67,7 @@ def local_run_dir(payload: TrialPayload) -> tuple[Path, str | None]:
         return Path(payload.run_dir), None
     loc = Location.parse(payload.run_dir)
     _, _, tail = loc.path.partition(f"/sweeps/{payload.sweep}/trials/")
-    return scratch_for(loc, payload.sweep, "trials", *(tail.split("/") if tail else [loc.name])), loc.uri
+    return scratch_for(loc, "sweeps", payload.sweep, "trials", *(tail.split("/") if tail else [loc.name])), loc.uri
 
 
 def _context(payload: TrialPayload, report, num_threads: int | None):

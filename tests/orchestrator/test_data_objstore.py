@@ -83,7 +83,7 @@ def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3
     manifest = json.loads(s3.client().get_object(Bucket="test-bucket", Key=manifests[0])["Body"].read())
     assert {"meta.json", "tokenizer.json", "train-00000.bin", "val-00000.bin"} <= set(manifest["files"])
     assert sorted(keys) == sorted([manifests[0]] + [f"{entry}/{manifest['build']}/{f}" for f in manifest["files"]])
-    local = next((scratch_a / "tokens").glob("*/meta.json")).parent
+    local = next((scratch_a / "cache" / "tokens").glob("*/meta.json")).parent
     for rel, want in manifest["files"].items():  # the manifest is the local folder's sizes and hashes
         assert (local / rel).stat().st_size == want["size"] and mirror._hash_file(local / rel)[1] == want["sha256"]
     tok_keys = entry_keys(s3, "tokenizers")
@@ -106,7 +106,7 @@ def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3
     assert guard.calls == 0
     batch = data.train_batch(0, 4, 0, 1)
     assert batch.shape == (4, 33)
-    got = next((scratch_b / "tokens").glob("*/meta.json")).parent
+    got = next((scratch_b / "cache" / "tokens").glob("*/meta.json")).parent
     assert got.name == local.name
     for rel in manifest["files"]:
         assert (got / rel).read_bytes() == (local / rel).read_bytes()
@@ -283,7 +283,7 @@ def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkey
     assert needle in lines[0] and "Traceback" not in err, lines
     assert SECRET_KEY not in out + err
     assert time.monotonic() - t0 < 30
-    assert not scratch.exists() or not any((scratch / "tokens").glob("*/meta.json"))  # nothing built
+    assert not scratch.exists() or not any((scratch / "cache" / "tokens").glob("*/meta.json"))  # nothing built
     if case in ("no-credentials", "wrong-endpoint"):
         assert entry_keys(s3) == []
     if case == "not-a-uri":  # the listing, and a trial's data stage, refuse it the same way
@@ -378,8 +378,8 @@ def test_a_store_frozen_during_a_download_leaves_nothing_half_and_recovers(s3, t
     message = str(caught.value)
     assert "s3://test-bucket/gs-cache/tokens/" in message and SECRET_KEY not in message, message
     assert elapsed < 60, elapsed
-    assert list((scratch / "tokens").iterdir()) == [
-        p for p in (scratch / "tokens").iterdir() if p.suffix == ".lock"
+    assert list((scratch / "cache" / "tokens").iterdir()) == [
+        p for p in (scratch / "cache" / "tokens").iterdir() if p.suffix == ".lock"
     ]  # no entry, no staging
     print(f"frozen mid-download: refused after {elapsed:.1f} s: {message}")
     again = prepare(settings)
@@ -422,7 +422,7 @@ def test_a_trial_on_a_fresh_node_trains_from_the_downloaded_shards(s3, tmp_path,
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-8000:]
     assert "instead of tokenizing" in trained.stderr, trained.stderr[-2000:]
     assert "NUL" not in trained.stdout + trained.stderr and SECRET_KEY not in trained.stdout + trained.stderr
-    assert any((tmp_path / "scratch-b" / "tokenizers").glob("bpe300-*.json"))  # the tokenizer came down too
+    assert any((tmp_path / "scratch-b" / "cache" / "tokenizers").glob("bpe300-*.json"))  # the tokenizer came down too
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri)
@@ -471,7 +471,7 @@ def test_harness_task_data_is_published_and_downloaded_the_same_way(s3, tmp_path
 
     monkeypatch.setattr(datasets, "load_from_disk", lambda *a, **k: pytest.fail("rebuilt instead of downloaded"))
     got, _ = locate("piqa")
-    assert Path(got).parent.parent == scratch_b and Path(got).name == Path(built).name
+    assert Path(got).parent.parent == scratch_b / "cache" and Path(got).name == Path(built).name
     assert sorted(p.relative_to(got) for p in Path(got).rglob("*")) == sorted(p.relative_to(built) for p in Path(built).rglob("*"))
     assert datasets.load_dataset(got, split="validation").num_rows > 0
 

@@ -123,8 +123,8 @@ def test_a_lost_node_resumes_its_trial_on_the_other_node_from_the_bucket(tmp_pat
         assert r.data.tags["gatesweep.node_id"] != run.data.tags["gatesweep.node_id"], "resumed on the other node"
         # the other node had nothing of this trial: what it resumed from came from the bucket
         h = r.data.tags["gatesweep.config_hash"]
-        mine = Path(node_env[other]["GATESWEEP_SCRATCH"]) / "lost/trials" / h
-        theirs = Path(node_env[lost]["GATESWEEP_SCRATCH"]) / "lost/trials" / h
+        mine = Path(node_env[other]["GATESWEEP_SCRATCH"]) / "sweeps/lost/trials" / h
+        theirs = Path(node_env[lost]["GATESWEEP_SCRATCH"]) / "sweeps/lost/trials" / h
         assert (mine / "run.json").is_file() and (theirs / "run.json").is_file()
         assert "step300" in [p.parent.name for p in (mine / "checkpoints").glob("step*/COMPLETE")]
         assert max(int(p.parent.name[4:]) for p in (theirs / "checkpoints").glob("step*/COMPLETE")) < 300

@@ -339,7 +339,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
     assert run.info.status == "FINISHED" and int(run.data.tags["gatesweep.resumed_from_step"]) >= 20
     assert steps(c, run.info.run_id) == list(range(10, 81, 10)), "every point once"
     assert c.get_run(first.info.run_id).info.end_time == first.info.end_time, "the finished trial was not rerun"
-    assert list((b / "scratch").glob("objs/trials/*/checkpoints/step*/COMPLETE")), "resumed in machine b's scratch"
+    assert list((b / "scratch").glob("sweeps/objs/trials/*/checkpoints/step*/COMPLETE")), "resumed in machine b's scratch"
     keys = s3.object_keys("test-bucket", "runs/sweeps/objs/")
     h2 = run.data.tags["gatesweep.config_hash"]
     for key in ("report/report.html", "sweep.log", f"trials/{h2}/model.pt", f"trials/{h2}/run.json"):
