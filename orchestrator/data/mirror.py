@@ -86,22 +86,14 @@ def reason(err: BaseException) -> str:
 
 
 def check(root: Location) -> None:
-    """A cheap round trip to the store at `root` (the bucket is there, an object can be written,
-    read and deleted); StoreUnavailable naming the URI and the reason otherwise."""
-    from pyarrow import fs
+    """Can the store at `root` be used: the runs folder's read-only check
+    (`storage.remote.store_problem`: credentials, an endpoint that answers, the bucket), then an
+    object written, read back and deleted; StoreUnavailable naming the URI and the reason otherwise."""
+    from ..storage.remote import store_problem
 
-    hint = _no_credentials(root)
-    if hint and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":  # no instance role either
-        raise StoreUnavailable(f"GATESWEEP_CACHE={root.uri}: {hint}")
-    bucket = root.path.split("/", 1)[0]
-    try:
-        info = root.fs.get_file_info(bucket)
-    except (OSError, ValueError) as err:
-        raise StoreUnavailable(f"GATESWEEP_CACHE={root.uri}: the object store cannot be reached ({reason(err)})") from None
-    if info.type == fs.FileType.NotFound:
-        raise StoreUnavailable(
-            f"GATESWEEP_CACHE={root.uri}: bucket {bucket!r} does not exist (create it, or point GATESWEEP_CACHE at one that does)"
-        )
+    problem = store_problem(root)
+    if problem:
+        raise StoreUnavailable(f"GATESWEEP_CACHE={root.uri}: {problem}")
     probe = root.child(f".probe-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}")
     try:
         probe.write_bytes(b"gatesweep")
@@ -109,28 +101,7 @@ def check(root: Location) -> None:
             raise OSError("an object written could not be read back")
         probe.delete()
     except (OSError, ValueError) as err:
-        extra = f"; {hint}" if hint else ""
-        raise StoreUnavailable(f"GATESWEEP_CACHE={root.uri}: the object store refuses a write or read ({reason(err)}{extra})") from None
-
-
-def _no_credentials(root: Location) -> str | None:
-    """Why S3 requests would go unsigned: no credentials anywhere the standard chain looks short
-    of an instance role (None when some are there, or for another store)."""
-    if not root.uri.startswith("s3://"):
-        return None
-    env = (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    )
-    if any(os.environ.get(k) for k in env):
-        return None
-    files = [os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials", os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config"]
-    if any(Path(f).expanduser().is_file() for f in files):
-        return None
-    return "no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance role)"
+        raise StoreUnavailable(f"GATESWEEP_CACHE={root.uri}: the object store refuses a write or read ({reason(err)})") from None
 
 
 def _store_error(where: Location, what: str, err: BaseException) -> StoreUnavailable:

@@ -279,3 +279,57 @@ class ObjectLock:
             pass  # taken over, or the store is down: the lock goes stale and is taken over
         finally:
             self.etag = None
+
+
+# ---- is the store usable? ----------------------------------------------------------------------
+
+
+def store_problem(loc: Location) -> str | None:
+    """Why the object store behind `loc` cannot be used, in a few words (no credentials, an
+    endpoint where nothing answers, a bucket that does not exist, credentials the store refuses),
+    or None. It reads only (S3: one HeadBucket, no retries, a few seconds at most), and no reason
+    holds a credential: boto3's errors name the endpoint and the operation, never the keys. The
+    one check of the runs folder's preflight and of the data cache on object storage."""
+    bucket = loc.path.split("/", 1)[0]
+    if not bucket:
+        return "no bucket in the URI (expected e.g. s3://bucket/prefix)"
+    return _s3_problem(bucket) if loc.uri.startswith("s3://") else _pyarrow_problem(loc, bucket)
+
+
+def _s3_problem(bucket: str) -> str | None:
+    import boto3
+    import botocore.exceptions as bx
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "the default AWS endpoint"
+    try:
+        held = withheld_credentials()
+        if not held.get("AWS_ACCESS_KEY_ID") and boto3.session.Session().get_credentials() is None:  # the chain found nothing
+            raise bx.NoCredentialsError()
+        s3_client(connect_timeout=3, read_timeout=5, attempts=1).head_bucket(Bucket=bucket)
+    except bx.NoCredentialsError:
+        return "no S3 credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or use an instance role)"
+    except (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError) as err:
+        return f"the object store at {endpoint} does not answer ({type(err).__name__})"
+    except bx.ClientError as err:
+        status = int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        code = str(err.response.get("Error", {}).get("Code", ""))
+        if status == 404 or code in ("404", "NoSuchBucket"):
+            return f"bucket {bucket!r} does not exist at {endpoint}"
+        if status in (401, 403):
+            return f"the object store at {endpoint} refuses these credentials for bucket {bucket!r} (HTTP {status})"
+        return f"the object store at {endpoint} answered HTTP {status} {code}"
+    except (bx.BotoCoreError, ValueError) as err:  # a malformed endpoint URL, a broken profile
+        return f"the object store cannot be used ({type(err).__name__}: {str(err)[:160]})"
+    return None
+
+
+def _pyarrow_problem(loc: Location, bucket: str) -> str | None:
+    from pyarrow import fs
+
+    try:
+        info = loc.fs.get_file_info(bucket)
+    except Exception as err:  # pyarrow's errors for gs://, abfs://: OSError, ValueError, ArrowInvalid
+        return f"the object store cannot be used ({type(err).__name__}: {str(err).strip()[:200]})"
+    if info.type == fs.FileType.NotFound:
+        return f"bucket {bucket!r} does not exist"
+    return None

@@ -254,8 +254,8 @@ def test_a_stale_lease_of_a_dead_builder_is_taken_over(s3, tmp_path, monkeypatch
     "case, needle",
     [
         ("missing-bucket", "bucket 'no-such-bucket' does not exist"),
-        ("wrong-endpoint", "cannot be reached"),
-        ("no-credentials", "GATESWEEP_CACHE=s3://test-bucket/gs-cache: no AWS credentials found"),
+        ("wrong-endpoint", "does not answer"),
+        ("no-credentials", "GATESWEEP_CACHE=s3://test-bucket/gs-cache: no S3 credentials"),
         ("not-a-uri", "not a folder or an object-store URI"),
     ],
 )
