@@ -1,5 +1,5 @@
-"""Files that are whole or absent, and one process at a time: the two disk disciplines every room
-shares (a leaf: the standard library only).
+"""Files that are whole or absent, and one process at a time: the disciplines every room shares,
+on a local disk and on an object store (a leaf: it imports no other gatesweep package).
 
 - `atomic`: `write_bytes` / `write_text` / `write_json` / `write_stream` write a temporary file in
   the target's folder, fsync it and rename it over the target, so a reader sees the old file or
@@ -9,6 +9,12 @@ shares (a leaf: the standard library only).
 - `locks`: `FileLock`, an exclusive `flock` (blocking or not) whose holder writes who it is into
   the lock file, for the message of whoever finds it taken; the kernel drops it when its holder
   dies, SIGKILL included.
+- `location`: `Location`, one interface over a local folder or an object-store URI (s3://, gs://,
+  abfs://: pyarrow.fs); an object is written in one PUT, so it too is whole or absent.
+- `remote`: what a runs folder or cache on an object store needs beside it: each machine's scratch
+  folder (GATESWEEP_SCRATCH), writes retried through an outage, the one-driver lock as a
+  conditional create with a heartbeat, AWS keys kept out of Ray's runtime_env, and the one check
+  that a store can be used (`store_problem`).
 """
 
 from .atomic import publish_folder, remove_leftovers, write_bytes, write_json, write_stream, write_text
