@@ -7,7 +7,8 @@ Accepted, in this order:
 - a Hugging Face folder (`config.json` + `model.safetensors` or shards): Qwen3, Qwen3-MoE,
   Qwen3-Next (full-attention layers) or the paper's gated layout, see `hf_layouts`;
 - a gatesweep export folder (`config.yaml` + `model.safetensors`, `gatesweep export --format gatesweep`);
-- an MLflow run id (32 hex digits) whose `gatesweep.run_dir` holds the weights on this machine;
+- an MLflow run id (32 hex digits) whose `gatesweep.run_dir` holds the weights on this machine,
+  or on the object store a runs folder there named (downloaded into this machine's scratch);
 - a Hub name (`owner/name`) when online (`GATESWEEP_ONLINE=1`).
 Anything else, or a damaged file, is an `InteropError`: one line naming the file.
 """
@@ -128,9 +129,38 @@ def _run_weights(run_id: str, uri: str | None) -> Path:
     except Exception as err:  # MLflow raises its own exception types for a missing run
         raise InteropError(f"run {run_id}: not found in {uri} ({type(err).__name__})") from None
     run_dir = run.data.tags.get(names.RUN_DIR_TAG)
+    if run_dir:
+        from orchestrator.storage.location import is_remote
+
+        if is_remote(run_dir):
+            return _remote_weights(run_id, run_dir)
     if not run_dir or not (Path(run_dir) / names.WEIGHTS_FILE).is_file():
         raise InteropError(f"run {run_id}: its weights are not on this machine ({names.RUN_DIR_TAG} = {run_dir})")
     return Path(run_dir) / names.WEIGHTS_FILE
+
+
+def _remote_weights(run_id: str, run_dir: str) -> Path:
+    """A trial of a runs folder on an object store: its model.pt and run.json downloaded into this
+    machine's scratch folder (fetched again only when the stored object's size changed)."""
+    from orchestrator.storage.location import Location
+    from orchestrator.storage.remote import scratch_for
+    from orchestrator.tracking import names
+
+    remote = Location.parse(run_dir)
+    local = scratch_for(remote)
+    try:
+        weights = remote.child(names.WEIGHTS_FILE)
+        if not weights.is_file():
+            raise InteropError(f"run {run_id}: no {names.WEIGHTS_FILE} in {remote} (the trial has not finished?)")
+        mine = local / names.WEIGHTS_FILE
+        if not mine.is_file() or mine.stat().st_size != weights.size():
+            weights.download(mine)
+        meta = remote.child("run.json")
+        if meta.is_file():
+            meta.download(local / "run.json")
+    except OSError as err:
+        raise InteropError(f"run {run_id}: its weights in {remote} cannot be read ({' '.join(str(err).split())[:200]})") from None
+    return local / names.WEIGHTS_FILE
 
 
 def hub_folder(name: str) -> Path:

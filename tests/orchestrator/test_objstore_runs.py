@@ -379,7 +379,14 @@ def test_train_on_s3_then_resume_from_another_machine(tmp_path, s3):
     run_id = out.stdout.split("MLflow run ")[1].split()[0]
     assert run_id in resumed.stdout and "resumed from step 12" in resumed.stdout, resumed.stdout
     assert not (a / "runs").exists() and not (b / "runs").exists()
-    no_secret_in(out.stdout, out.stderr, resumed.stdout, resumed.stderr)
+    # the run id is enough on a third machine: its weights come down from the bucket
+    c = tmp_path / "c"
+    c.mkdir()
+    probed = gatesweep("probe", run_id, "--data", "bigram-backcopy", "--sequences", "2", "--seq-len", "32", "--tracking-uri", uri,
+                       cwd=c, env={"GATESWEEP_SCRATCH": str(c / "scratch")})  # fmt: skip
+    assert probed.returncode == 0 and "sink ratio" in probed.stdout.lower(), probed.stdout + probed.stderr
+    assert list((c / "scratch").rglob("model.pt")), "the weights were downloaded into c's scratch"
+    no_secret_in(out.stdout, out.stderr, resumed.stdout, resumed.stderr, probed.stdout, probed.stderr)
 
 
 def test_a_checkpoint_upload_that_keeps_failing_is_skipped_for_the_next_one(tmp_path, s3, monkeypatch):
