@@ -1,0 +1,103 @@
+"""gatesweep against MLflow on PostgreSQL: an `mlflow server` on a real PostgreSQL with artifacts
+proxied to a real S3 server (moto), with and without MLflow's basic-auth app, and a
+`postgresql://` URI given to gatesweep directly. Every service on 127.0.0.1, stopped by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.services.postgres import PASSWORD as PG_PASSWORD
+from tests.services.s3 import SECRET_KEY
+
+pytestmark = pytest.mark.slow
+
+BASE = {
+    "model": {"size": "bigram-1l"},
+    "data": {"seq_len": 32},
+    "train": {"steps": 20, "batch_size": 8, "warmup_steps": 2, "eval_every": 10, "log_every": 5},
+    "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+}
+LOSS_STEPS = list(range(5, 21, 5))
+
+
+def write_sweep(tmp_path: Path, name: str, **fields) -> Path:
+    doc = {"name": name, "base": BASE, "tracking": {"experiment": name}, **fields}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def without_object_store_credentials(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test's environment without any AWS_* variable: a client of a proxying server needs none."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, **(extra or {})}
+
+
+def cli(*args, cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def store_rows(t, sql: str) -> list:
+    """Rows of the test's own PostgreSQL database (the server's backend store), read directly."""
+    return t.postgres.sql(sql, t.database)
+
+
+def test_a_sweep_report_ui_and_eval_on_mlflow_over_postgres_with_artifacts_in_s3(pg_tracking_server, tmp_path):
+    """`run` (2 trials), `report`, `ui` and `eval` against `mlflow server` on PostgreSQL with
+    `--artifacts-destination s3://...`; the driver and its trials have no AWS_* variable: every
+    artifact (plots, weights, the report) goes through the server into the bucket."""
+    t = pg_tracking_server
+    env = without_object_store_credentials()
+    f = write_sweep(tmp_path, "pgsweep", grid={"model.gate.position": ["none", "G1"]})
+    out = cli("run", str(f), "--tracking-uri", t.uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+    runs = store_rows(t, "select run_uuid, experiment_id, status, artifact_uri from runs order by start_time")
+    assert len(runs) == 3 and {r[2] for r in runs} == {"FINISHED"}, runs
+    parent = [r for r in runs if r[0] not in {c[0] for c in store_rows(t, "select run_uuid from tags where key = 'mlflow.parentRunId'")}]
+    assert len(parent) == 1
+    children = [r for r in runs if r is not parent[0]]
+    for run_id, *_ in children:
+        steps = store_rows(t, f"select step from metrics where run_uuid = '{run_id}' and key = 'train/loss' order by step")
+        assert [s for (s,) in steps] == LOSS_STEPS, "every train/loss point exactly once, in PostgreSQL"
+    assert all(r[3].startswith("mlflow-artifacts:/") for r in runs), "artifacts are proxied by the server"
+
+    keys = t.s3.object_keys("test-bucket", "mlflow/")
+    for run_id, exp_id, *_ in children:
+        mine = [k for k in keys if k.startswith(f"mlflow/{exp_id}/{run_id}/artifacts/")]
+        assert f"mlflow/{exp_id}/{run_id}/artifacts/model/model.pt" in mine, mine
+        assert any(k.endswith(".png") for k in mine), mine
+    parent_keys = [k for k in keys if f"/{parent[0][0]}/artifacts/" in k]
+    assert any(k.endswith("report/report.html") for k in parent_keys), parent_keys
+    assert not (tmp_path / "mlartifacts").exists() and not (tmp_path / "mlruns").exists()
+
+    # report: through MLflow's API (the SQLite reader is for sqlite:/// stores only)
+    report = cli("report", "pgsweep", "--tracking-uri", t.uri, "--out", str(tmp_path / "report"), "--format", "json", cwd=tmp_path, env=env)
+    assert report.returncode == 0, report.stderr[-3000:]
+    data = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert len(data["rows"]) == 2 and (tmp_path / "report" / "loss_curves.png").stat().st_size > 0
+
+    ui = cli("ui", "--tracking-uri", t.uri, "--sweep", "pgsweep", cwd=tmp_path, env=env, timeout=120)
+    assert ui.returncode == 0, ui.stderr[-2000:]
+    assert f"the store is already an MLflow server: open {t.uri}" in ui.stdout
+    assert f"{t.uri}/#/experiments/{parent[0][1]}" in ui.stdout and parent[0][0] in ui.stdout
+
+    child = children[0][0]
+    ev = cli("eval", child, "--tasks", "length", "--tracking-uri", t.uri, cwd=tmp_path, env=env)
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    logged = store_rows(t, f"select key from latest_metrics where run_uuid = '{child}' and key like 'length_%'")
+    assert logged and f"into MLflow run {child}" in ev.stdout, ev.stdout[-2000:]
+
+    for text in (out.stdout, out.stderr, report.stdout, report.stderr, ui.stdout, ev.stdout, ev.stderr):
+        assert SECRET_KEY not in text and PG_PASSWORD not in text
+    every_value = store_rows(t, "select value from params union all select value from tags")
+    assert not [v for (v,) in every_value if SECRET_KEY in v or PG_PASSWORD in v]
