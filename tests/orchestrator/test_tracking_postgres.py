@@ -101,3 +101,111 @@ def test_a_sweep_report_ui_and_eval_on_mlflow_over_postgres_with_artifacts_in_s3
         assert SECRET_KEY not in text and PG_PASSWORD not in text
     every_value = store_rows(t, "select value from params union all select value from tags")
     assert not [v for (v,) in every_value if SECRET_KEY in v or PG_PASSWORD in v]
+
+
+def _every_object(s3) -> dict[str, bytes]:
+    cl = s3.client()
+    return {k: cl.get_object(Bucket="test-bucket", Key=k)["Body"].read() for k in s3.object_keys("test-bucket")}
+
+
+def _every_file(folder: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def test_a_sweep_with_basic_auth_logs_the_password_nowhere_and_a_wrong_one_is_refused(pg_auth_tracking_server, tmp_path):
+    """MLflow's basic-auth app on PostgreSQL: the credentials come from MLFLOW_TRACKING_USERNAME /
+    PASSWORD only; the password (and the S3 secret the server holds) is in no console line, param,
+    tag, artifact or file under the runs folder (the end-of-sweep report is there). A wrong password: one line, exit 2,
+    nothing written."""
+    t = pg_auth_tracking_server
+    f = write_sweep(tmp_path, "authsweep")
+    wrong = without_object_store_credentials({**t.client_env(), "MLFLOW_TRACKING_PASSWORD": "wrong-Pw-Qz1"})
+    refused = cli("run", str(f), "--tracking-uri", t.uri, "--runs-dir", str(tmp_path / "refused"), cwd=tmp_path, env=wrong)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    line = refused.stderr.strip()
+    assert "\n" not in line and "refused the credentials (HTTP 401)" in line and t.uri in line, line
+    assert "wrong-Pw-Qz1" not in refused.stdout + refused.stderr and "Traceback" not in line
+    assert not (tmp_path / "refused").exists() and store_rows(t, "select count(*) from runs") == [(0,)]
+
+    env = without_object_store_credentials(t.client_env())
+    out = cli("run", str(f), "--tracking-uri", t.uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert store_rows(t, "select status, count(*) from runs group by status") == [("FINISHED", 2)]
+    assert (tmp_path / "runs" / "sweeps" / "authsweep" / "report" / "report.html").is_file()  # the end-of-sweep report
+
+    objects = _every_object(t.s3)
+    assert any(k.endswith("model/model.pt") for k in objects) and any(k.endswith("report/report.html") for k in objects)
+    files = _every_file(tmp_path / "runs")
+    assert files, "the runs folder and the report hold files"
+    values = [v for (v,) in store_rows(t, "select value from params union all select value from tags")]
+    for secret in (t.password, SECRET_KEY, PG_PASSWORD):
+        assert secret and secret not in out.stdout + out.stderr
+        assert not [v for v in values if secret in v]
+        assert not [k for k, body in objects.items() if secret.encode() in body], "a secret in an artifact"
+        assert not [p for p, body in files.items() if secret.encode() in body], (
+            "a secret in a file of the runs folder (its report included)"
+        )
+
+
+BLOCK_DRIVERS = """\
+import sys
+
+class _NoDrivers:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("psycopg", "psycopg2", "psycopg_binary"):
+            raise ImportError(f"No module named {name!r} (blocked by the test)")
+        return None
+
+sys.meta_path.insert(0, _NoDrivers())
+"""
+
+
+def test_a_postgresql_uri_given_to_gatesweep_directly(postgres, tmp_path):
+    """`--tracking-uri postgresql://...` (no server): with psycopg (3) installed and psycopg2 not,
+    the URI takes psycopg; the sweep and its report work. Without any driver (imports blocked by a
+    sitecustomize), a wrong password or a missing database: one line, exit 2, nothing written."""
+    from tests.services.postgres import DB_USER
+
+    postgres.create_database("direct", template="mlflow_migrated")
+    uri = postgres.uri("direct", driver="")  # postgresql://mlflow:...@127.0.0.1:PORT/direct
+    f = write_sweep(tmp_path, "direct")
+    env = without_object_store_credentials()
+
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCK_DRIVERS)
+    blocked = cli(
+        "run", str(f), "--tracking-uri", uri, "--runs-dir", str(tmp_path / "r"), cwd=tmp_path, env={**env, "PYTHONPATH": str(blocker)}
+    )
+    assert blocked.returncode == 2, blocked.stdout + blocked.stderr
+    line = blocked.stderr.strip()
+    assert "\n" not in line and "no postgresql database driver is installed" in line, line
+    assert "pip install 'psycopg[binary]'" in line and "psycopg2-binary" in line and PG_PASSWORD not in line
+    named = cli("validate", str(f), cwd=tmp_path, env={**env, "PYTHONPATH": str(blocker)})
+    assert named.returncode == 0  # validating a sweep file needs no store
+
+    for bad, reason in (
+        (postgres.uri("direct", driver="", password="wrong-Pw-Qz2"), f'password authentication failed for user "{DB_USER}"'),
+        (postgres.uri("no_such_db", driver=""), 'database "no_such_db" does not exist'),
+    ):
+        out = cli("run", str(f), "--tracking-uri", bad, "--runs-dir", str(tmp_path / "r"), cwd=tmp_path, env=env)
+        assert out.returncode == 2, out.stdout + out.stderr
+        line = out.stderr.strip()
+        assert "\n" not in line and reason in line and "refused the login" in line, line
+        assert "wrong-Pw-Qz2" not in line and PG_PASSWORD not in line and "***@127.0.0.1" in line
+    assert not (tmp_path / "r").exists() and postgres.sql("select count(*) from runs", "direct") == [(0,)]
+
+    out = cli("run", str(f), "--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert PG_PASSWORD not in out.stdout + out.stderr
+    assert postgres.sql("select status, count(*) from runs group by status", "direct") == [("FINISHED", 2)]
+    steps = postgres.sql("select step from metrics where key = 'train/loss' order by step", "direct")
+    assert [s for (s,) in steps] == LOSS_STEPS
+    report = cli(
+        "report", "direct", "--tracking-uri", uri, "--no-plots", "--format", "json", "--out", str(tmp_path / "rep"), cwd=tmp_path, env=env
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert len(json.loads((tmp_path / "rep" / "report.json").read_text())["rows"]) == 1
+    assert PG_PASSWORD not in report.stdout + report.stderr
+    values = [v for (v,) in postgres.sql("select value from params union all select value from tags", "direct")]
+    assert not [v for v in values if PG_PASSWORD in v]

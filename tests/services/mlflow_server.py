@@ -26,6 +26,7 @@ START_TIMEOUT_S = 180.0
 def basic_auth_config(root: Path, *, password: str, database_uri: str, admin: str = "admin") -> dict[str, str]:
     """Write MLflow's auth settings (`auth.ini`) under `root`: default permission READ, the admin
     user `admin` with `password`, the users' database at `database_uri`. The server's env."""
+    Path(root).mkdir(parents=True, exist_ok=True)
     ini = Path(root) / "auth.ini"
     ini.write_text(
         "[mlflow]\ndefault_permission = READ\n"
