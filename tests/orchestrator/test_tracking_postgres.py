@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -128,9 +130,11 @@ def test_a_sweep_with_basic_auth_logs_the_password_nowhere_and_a_wrong_one_is_re
     assert not (tmp_path / "refused").exists() and store_rows(t, "select count(*) from runs") == [(0,)]
 
     env = without_object_store_credentials(t.client_env())
+    started = time.time()
     out = cli("run", str(f), "--tracking-uri", t.uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert store_rows(t, "select status, count(*) from runs group by status") == [("FINISHED", 2)]
+    print("measured:", [ln for ln in out.stdout.splitlines() if "finished in" in ln])
     assert (tmp_path / "runs" / "sweeps" / "authsweep" / "report" / "report.html").is_file()  # the end-of-sweep report
 
     objects = _every_object(t.s3)
@@ -145,6 +149,15 @@ def test_a_sweep_with_basic_auth_logs_the_password_nowhere_and_a_wrong_one_is_re
         assert not [p for p, body in files.items() if secret.encode() in body], (
             "a secret in a file of the runs folder (its report included)"
         )
+    # Ray's own logs: the local Ray's runtime_env_agent.log prints the runtime_env, whose env_vars
+    # carry MLFLOW_TRACKING_PASSWORD (orchestrator/ray/cluster.py PASS_ENV). Known, not yet fixed.
+    ray_root = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray"
+    logs = [p for d in ray_root.glob("session_2*") if d.stat().st_mtime >= started for p in d.rglob("*.log") if p.is_file()]
+    ours = [p for p in logs if t.uri.encode() in p.read_bytes()]  # this sweep's Ray: its workers got this server's URI
+    assert ours, "found the sweep's Ray session logs"
+    leaked = [str(p) for p in ours if str(t.password).encode() in p.read_bytes()]
+    if leaked:
+        pytest.xfail(f"the MLflow password is in Ray's logs {leaked}: forwarded to the workers in runtime_env.env_vars")
 
 
 BLOCK_DRIVERS = """\
@@ -198,6 +211,7 @@ def test_a_postgresql_uri_given_to_gatesweep_directly(postgres, tmp_path):
     out = cli("run", str(f), "--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert PG_PASSWORD not in out.stdout + out.stderr
+    print("measured:", [ln for ln in out.stdout.splitlines() if "finished in" in ln])
     assert postgres.sql("select status, count(*) from runs group by status", "direct") == [("FINISHED", 2)]
     steps = postgres.sql("select step from metrics where key = 'train/loss' order by step", "direct")
     assert [s for (s,) in steps] == LOSS_STEPS
@@ -209,3 +223,51 @@ def test_a_postgresql_uri_given_to_gatesweep_directly(postgres, tmp_path):
     assert PG_PASSWORD not in report.stdout + report.stderr
     values = [v for (v,) in postgres.sql("select value from params union all select value from tags", "direct")]
     assert not [v for v in values if PG_PASSWORD in v]
+
+    # `gatesweep ui` over the database: its own mlflow server, the URI (password) in its
+    # environment, not on a command line anyone can read with ps
+    shown, cmdlines = _ui_over(uri, "direct", tmp_path, env)
+    assert "over postgresql+psycopg://***@127.0.0.1" in shown and "runs table:" in shown, shown
+    assert PG_PASSWORD not in shown and not [c for c in cmdlines if PG_PASSWORD in c], cmdlines
+
+
+def _ui_over(uri: str, sweep: str, tmp_path: Path, env: dict[str, str]) -> tuple[str, list[str]]:
+    """Start `gatesweep ui` over `uri` (given in MLFLOW_TRACKING_URI), wait for its URLs, read the runs of the sweep through the
+    UI's server, then Ctrl-C it. (its output, every command line of its process tree)"""
+    import signal
+    import urllib.request
+
+    import psutil
+
+    from tests.services.ports import free_port
+
+    port = free_port()
+    out_path = tmp_path / "ui.out"
+    with open(out_path, "w") as fh:
+        ui = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "ui", "--port", str(port), "--sweep", sweep],
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**env, "MLFLOW_TRACKING_URI": uri},  # a URI holding a password: kept off every command line
+            start_new_session=True,
+        )
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and "Ctrl-C stops the server" not in out_path.read_text() and ui.poll() is None:
+            time.sleep(0.3)
+        assert "Ctrl-C stops the server" in out_path.read_text(), out_path.read_text()[-3000:]
+        cmdlines = [" ".join(p.cmdline()) for p in [psutil.Process(ui.pid), *psutil.Process(ui.pid).children(recursive=True)]]
+        body = json.dumps({"experiment_ids": ["1"], "max_results": 10}).encode()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search", data=body, headers={"Content-Type": "application/json"}
+        )
+        runs = json.loads(urllib.request.urlopen(req, timeout=30).read())["runs"]
+        assert len(runs) == 2, runs
+        ui.send_signal(signal.SIGINT)
+        assert ui.wait(timeout=60) == 0
+    finally:
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGKILL)
+            ui.wait()
+    return out_path.read_text(), cmdlines
