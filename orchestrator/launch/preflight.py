@@ -7,7 +7,8 @@ status 2) naming the address and the reason:
 
 - `check_tracking_uri`: an http(s) or Databricks store answers one cheap `MlflowClient` call
   (searching one experiment) with the credentials, auth plugins and TLS settings MLflow itself
-  uses, within the timeout; a SQLite store's folder takes files and an existing file is a SQLite
+  uses, within the timeout, and a server proxying artifacts can list its destination (a missing
+  bucket is refused here, not after a trial's first upload); a SQLite store's folder takes files and an existing file is a SQLite
   database; a file store is a folder; a database server accepts connections, and a login to the
   URI's database with its credentials (a wrong password, a missing database, a driver that is not
   installed: one line).
@@ -167,6 +168,51 @@ def _check_server(uri: str, shown: str, scheme: str, timeout: float) -> None:
         raise UserError(f"cannot reach the MLflow tracking server at {shown} (no answer within {timeout:g} s)")
     if outcome[0] is not None:
         raise UserError(_refusal(outcome[0], uri, shown, scheme, timeout))
+    if scheme in ("http", "https"):
+        _check_artifact_proxy(uri, shown, timeout)
+
+
+ARTIFACTS_ENDPOINT = "/api/2.0/mlflow-artifacts/artifacts"
+
+
+def _check_artifact_proxy(uri: str, shown: str, timeout: float) -> None:
+    """A server that proxies artifacts (`--artifacts-destination`) lists its destination's root
+    (a read, with the client's credentials): a missing bucket, a wrong endpoint or refused
+    object-store credentials on the server's side are an MLflow error answer, refused here in
+    one line; otherwise every trial's first upload would fail only after minutes of retries (the
+    server answers 500 to an upload into a missing bucket). A server that does not proxy
+    artifacts (no such endpoint) or does not answer this is left alone."""
+    import json
+
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    outcome: list = []
+
+    def probe() -> None:
+        try:
+            outcome.append(http_request(get_default_host_creds(uri), ARTIFACTS_ENDPOINT, "GET", params={"path": ""}))
+        except BaseException as err:  # the check is best effort: reachability was proven above
+            outcome.append(err)
+
+    with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(max(1, math.ceil(timeout)))):
+        worker = threading.Thread(target=probe, name="preflight-artifacts", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    if not outcome or isinstance(outcome[0], BaseException) or outcome[0].status_code in (200, 401, 403):
+        return
+    try:
+        body = json.loads(outcome[0].text)
+    except ValueError:
+        return  # not MLflow's answer (a route the server does not have)
+    if not isinstance(body, dict) or "error_code" not in body:
+        return
+    message = str(body.get("message", ""))
+    first = re.sub(r"//[^/@\s]*@", "//***@", message.strip().splitlines()[0] if message.strip() else body["error_code"])
+    raise UserError(
+        f"the MLflow tracking server at {shown} cannot use its artifact store (HTTP {outcome[0].status_code}: {first[:300]}); "
+        "check the server's --artifacts-destination and its credentials for that store"
+    )
 
 
 @contextlib.contextmanager

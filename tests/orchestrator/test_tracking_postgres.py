@@ -271,3 +271,33 @@ def _ui_over(uri: str, sweep: str, tmp_path: Path, env: dict[str, str]) -> tuple
             os.killpg(ui.pid, signal.SIGKILL)
             ui.wait()
     return out_path.read_text(), cmdlines
+
+
+def test_a_server_whose_artifact_bucket_is_missing_is_refused_before_anything_is_written(s3, tmp_path):
+    """`--artifacts-destination s3://no-such-bucket/...`: the server answers an upload with HTTP
+    500, which a trial would retry for minutes; the launch's preflight lists the destination
+    (a read) and refuses in one line, exit 2, nothing written. The right bucket passes."""
+    from tests.services.mlflow_server import MlflowServer
+
+    server = MlflowServer(tmp_path / "server", artifacts_destination="s3://no-such-bucket/mlflow", env=s3.env()).start()
+    try:
+        f = write_sweep(tmp_path, "nobucket")
+        env = without_object_store_credentials()
+        out = cli("run", str(f), "--tracking-uri", server.uri, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path, env=env)
+        assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+        line = out.stderr.strip()
+        assert "\n" not in line and "cannot use its artifact store" in line and "s3://no-such-bucket/mlflow" in line, line
+        assert "The specified bucket does not exist" in line and SECRET_KEY not in line
+        assert not (tmp_path / "runs").exists()
+        from mlflow import MlflowClient
+
+        assert [e.name for e in MlflowClient(server.uri).search_experiments()] == ["Default"]
+    finally:
+        server.stop()
+    from orchestrator.launch.preflight import check_tracking_uri
+
+    good = MlflowServer(tmp_path / "good", artifacts_destination="s3://test-bucket/mlflow", env=s3.env()).start()
+    try:
+        check_tracking_uri(good.uri)
+    finally:
+        good.stop()
