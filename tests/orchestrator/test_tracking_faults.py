@@ -1,7 +1,8 @@
 """Faults of the tracking store behind `mlflow server`: PostgreSQL restarted mid-sweep, then the
 MLflow server itself restarted mid-sweep, in one sweep (real PostgreSQL, real `mlflow server`
 with artifacts proxied to a real S3 server, real Ray and DeepSpeed). The sweep must end 0 with
-every train/loss point exactly once in the store and its trial never retried."""
+every train/loss point exactly once in the store and its trial never retried. Also: the logger
+itself across a PostgreSQL restart, and the S3 store behind the server frozen mid-trial."""
 
 from __future__ import annotations
 
@@ -156,3 +157,70 @@ def test_the_logger_rides_out_a_postgres_restart_behind_the_server(pg_tracking_s
     assert [s for s, _ in history] == list(range(1, 12)) and history[0][1] == 1.0
     run = cl.get_run(run_id)
     assert run.data.tags["k"] == "v" and run.info.status == "FINISHED"
+
+
+def test_the_object_store_behind_the_server_frozen_while_a_trial_uploads(pg_tracking_server, tmp_path):
+    """The S3 server behind `mlflow server` frozen (SIGSTOP: its connections hang) for 40 s from
+    the trial's first logged point, while it trains, evaluates and uploads its plots and weights:
+    the trial waits for the store (measured: it stood 40 s at its step-200 evaluation), the sweep
+    ends 0 and every object in the bucket is whole (the weights byte for byte the trial's
+    model.pt), each uploaded once."""
+    import hashlib
+
+    t = pg_tracking_server
+    sweep = {
+        "name": "s3freeze",
+        "base": {
+            "model": {"size": "bigram-1l"},
+            "data": {"seq_len": 32},
+            "train": {"steps": 300, "batch_size": 8, "eval_every": 100, "log_every": 10, "warmup_steps": 2},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+        },
+        "tracking": {"experiment": "s3freeze"},
+    }
+    f = tmp_path / "s3freeze.yaml"
+    f.write_text(yaml.safe_dump(sweep))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    log_path = tmp_path / "driver.log"
+    with open(log_path, "w") as log:
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--tracking-uri", t.uri, "--runs-dir", str(tmp_path / "runs")],
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and driver.poll() is None:
+            if t.postgres.sql("select 1 from metrics where key = 'train/loss' limit 1", t.database):
+                break
+            time.sleep(0.2)
+        last = t.postgres.sql("select max(step) from metrics where key = 'train/loss'", t.database)[0][0]
+        assert last is not None and last < 300, log_path.read_text()[-3000:]
+        t.s3.pause()
+        try:
+            time.sleep(40)
+            states = t.postgres.sql("select status from runs", t.database)
+        finally:
+            t.s3.resume()
+        assert ("RUNNING",) in states, "the trial and its sweep were still uploading while the store was frozen"
+        assert driver.wait(timeout=480) == 0, log_path.read_text()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, 9)
+            driver.wait()
+    ((run_id, exp_id),) = t.postgres.sql(
+        "select r.run_uuid, r.experiment_id from runs r join tags g on g.run_uuid = r.run_uuid and g.key = 'mlflow.parentRunId'",
+        t.database,
+    )
+    key = f"mlflow/{exp_id}/{run_id}/artifacts/model/model.pt"
+    keys = t.s3.object_keys("test-bucket", "mlflow/")
+    assert key in keys, keys
+    uploaded = t.s3.client().get_object(Bucket="test-bucket", Key=key)["Body"].read()
+    (local,) = list((tmp_path / "runs").rglob("model.pt"))
+    assert hashlib.sha256(uploaded).hexdigest() == hashlib.sha256(local.read_bytes()).hexdigest(), "a partial weights object"
+    assert any(k.endswith("report/report.html") for k in keys)
+    text = log_path.read_text()
+    print("measured:", [ln[-200:] for ln in text.splitlines() if "finished in" in ln or "unreachable" in ln])
