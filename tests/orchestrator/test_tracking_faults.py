@@ -109,8 +109,8 @@ def test_postgres_and_then_the_mlflow_server_restarted_mid_sweep_lose_no_metric(
     Path(os.environ.get("GATESWEEP_MEASURE_OUT", tmp_path / "measured.txt")).write_text(repr(measured))
 
 
-def test_the_logger_rides_out_a_postgres_restart_behind_the_server(pg_tracking_server):
-    """In process, against the real server: with PostgreSQL down the server answers HTTP 500;
+def test_the_logger_rides_out_a_postgres_restart_behind_the_server(pg_tracking_server, monkeypatch):
+    """In process, against the real server: with PostgreSQL down the server answers HTTP 503;
     opening a logger on a run waits for the database (a trial retried during the restart), a
     flush keeps its points, a tag waits; once PostgreSQL is back every point is there once."""
     import threading
@@ -121,6 +121,15 @@ def test_the_logger_rides_out_a_postgres_restart_behind_the_server(pg_tracking_s
     from orchestrator.tracking.logger import transient
 
     t = pg_tracking_server
+    # MLflow's HTTP retries as a trial has them (orchestrator.tracking.store sets these defaults
+    # at import; an earlier test's restored environment may have dropped them in this process):
+    # with MLflow's own defaults one call waits out minutes of 503s inside the client
+    for key, value in (
+        ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2"),
+        ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1"),
+        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "20"),
+    ):
+        monkeypatch.setenv(key, value)
     cl = MlflowClient(t.uri)
     run_id = cl.create_run(cl.create_experiment("logger")).info.run_id
     cl.log_metric(run_id, "train/loss", 1.0, step=1)
