@@ -90,3 +90,102 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# ---- PostgreSQL and `mlflow server` on it (tests/services/postgres.py, mlflow_server.py) -------
+PG_TRACKING_TEMPLATE = "mlflow_migrated"
+PG_AUTH_TEMPLATE = "mlflow_auth_migrated"
+MLFLOW_PASSWORD = "gatesweep-mlflow-pass-Jt6w3"
+"""The basic-auth admin's password: recognisable, so a test can show it is logged nowhere."""
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL on 127.0.0.1 for the session, with MLflow's tracking schema and its auth
+    app's schema migrated once each into template databases (`pg_tracking_server` copies them:
+    a copy takes 0.2 s, the migrations seconds). Stopped by its pid at the end."""
+    import subprocess
+    import sys
+
+    from tests.services import postgres as pg
+
+    why = pg.unavailable()
+    if why:
+        pytest.skip(why)
+    server = pg.Postgres().start()
+    try:
+        tracking, auth = server.create_database(PG_TRACKING_TEMPLATE), server.create_database(PG_AUTH_TEMPLATE)
+        migrate = (
+            "import sys, sqlalchemy\n"
+            "from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore\n"
+            "from mlflow.server.auth.db.utils import migrate\n"
+            "SqlAlchemyStore(sys.argv[1], sys.argv[3])\n"
+            "engine = sqlalchemy.create_engine(sys.argv[2]); migrate(engine, 'head'); engine.dispose()\n"
+        )
+        out = subprocess.run(  # its own process: no connection to the templates stays open
+            [sys.executable, "-c", migrate, tracking, auth, str(server.root / "unused-artifacts")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        yield server
+    finally:
+        server.destroy()
+
+
+class _PgTracking:
+    """An `mlflow server` on a fresh PostgreSQL database, artifacts proxied to S3."""
+
+    counter = 0
+
+    def __init__(self, postgres, s3, root, *, auth: bool = False):
+        from tests.services.mlflow_server import MlflowServer, basic_auth_config
+
+        _PgTracking.counter += 1
+        n = f"{os.getpid()}_{_PgTracking.counter}"
+        self.postgres, self.s3 = postgres, s3
+        self.database = f"t_{n}"
+        self.backend_uri = postgres.create_database(self.database, template=PG_TRACKING_TEMPLATE)
+        env = dict(s3.env())
+        if auth:
+            env |= basic_auth_config(
+                root, password=MLFLOW_PASSWORD, database_uri=postgres.create_database(f"auth_{n}", template=PG_AUTH_TEMPLATE)
+            )
+        self.artifacts = "s3://test-bucket/mlflow"
+        self.server = MlflowServer(
+            root, backend_store_uri=self.backend_uri, artifacts_destination=self.artifacts, app_name="basic-auth" if auth else None, env=env
+        )
+        self.password = MLFLOW_PASSWORD if auth else None
+        self.username = "admin" if auth else None
+
+    @property
+    def uri(self) -> str:
+        return self.server.uri
+
+    def client_env(self) -> dict[str, str]:
+        """MLflow's credential variables for this server (empty without auth)."""
+        if not self.password:
+            return {}
+        return {"MLFLOW_TRACKING_USERNAME": str(self.username), "MLFLOW_TRACKING_PASSWORD": self.password}
+
+
+@pytest.fixture
+def pg_tracking_server(postgres, s3, tmp_path):
+    """`mlflow server` on 127.0.0.1 over a fresh PostgreSQL database (a copy of the session's
+    migrated template), artifacts proxied to `s3://test-bucket/mlflow` on the `s3` fixture's moto
+    server (the server holds the AWS credentials; its clients need none). Stopped by its pid."""
+    t = _PgTracking(postgres, s3, tmp_path / "mlflow-server")
+    t.server.start()
+    yield t
+    t.server.stop()
+
+
+@pytest.fixture
+def pg_auth_tracking_server(postgres, s3, tmp_path):
+    """`pg_tracking_server` with MLflow's basic-auth app (admin / `MLFLOW_PASSWORD`; users in a
+    fresh copy of the migrated auth template)."""
+    t = _PgTracking(postgres, s3, tmp_path / "mlflow-server", auth=True)
+    t.server.start()
+    yield t
+    t.server.stop()

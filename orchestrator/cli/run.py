@@ -147,7 +147,7 @@ def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -
     `gatesweep ui`'s default address for a local store), `gatesweep report`."""
     from ..tracking import redact_uri, scheme_of, views
 
-    flag = f" --tracking-uri {explicit_uri}" if explicit_uri else ""
+    flag = f" --tracking-uri {redact_uri(explicit_uri)}" if explicit_uri else ""  # a password in the URI is never printed
     if outcome.report_dir is not None:
         print(f"report: {outcome.report_dir / 'report.html'} (and under report/ on the parent run)")
     if outcome.experiment_id:

@@ -84,11 +84,22 @@ def port_free(port: int) -> bool:
 def server_command(uri: str, port: int) -> list[str]:
     from ..tracking import artifacts_folder
 
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", HOST, "--port", str(port), "--workers", "1"]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"]
+    if not has_password(uri):  # else the URI goes in the server's environment: a command line is public (ps)
+        cmd[4:4] = ["--backend-store-uri", uri]
     folder = artifacts_folder(uri)
     if folder is not None:  # artifacts uploaded through the UI go beside the database, as the sweeps' do
         cmd += ["--artifacts-destination", str(folder)]
     return cmd
+
+
+def has_password(uri: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(uri).password is not None
+    except ValueError:
+        return True
 
 
 def server_env(environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -214,6 +225,8 @@ def run(args) -> int:
 
     base = f"http://{HOST}:{args.port}"
     env, dropped = server_env(dict(os.environ))
+    if has_password(uri):
+        env["MLFLOW_BACKEND_STORE_URI"] = uri  # `mlflow server`'s own variable for --backend-store-uri
     if dropped:
         print(
             f"gatesweep: warning: ignoring {', '.join(dropped)} from the environment: gatesweep ui sets the MLflow server's "

@@ -7,8 +7,11 @@ status 2) naming the address and the reason:
 
 - `check_tracking_uri`: an http(s) or Databricks store answers one cheap `MlflowClient` call
   (searching one experiment) with the credentials, auth plugins and TLS settings MLflow itself
-  uses, within the timeout; a SQLite store's folder takes files and an existing file is a SQLite
-  database; a file store is a folder; a database server accepts connections.
+  uses, within the timeout, and a server proxying artifacts can list its destination (a missing
+  bucket is refused here, not after a trial's first upload); a SQLite store's folder takes files and an existing file is a SQLite
+  database; a file store is a folder; a database server accepts connections, and a login to the
+  URI's database with its credentials (a wrong password, a missing database, a driver that is not
+  installed: one line).
 - `check_ray_address`: a `HOST:PORT` (or `ray://HOST:PORT`) accepts a TCP connection; `auto` is
   Ray's to resolve.
 - `check_local_resources`: a local cluster (no address) has the GPUs one trial asks for.
@@ -79,6 +82,58 @@ def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
     elif scheme in DB_PORTS:
         host, port = _host_port(uri, DB_PORTS[scheme], f"tracking URI: got {shown!r}; expected {scheme}://HOST[:PORT]/...")
         _connect(host, port, timeout, f"cannot reach the database of the tracking URI {shown}")
+        _check_database_login(uri, shown, timeout)
+
+
+def _check_database_login(uri: str, shown: str, timeout: float) -> None:
+    """One SQLAlchemy connection to the URI's database (no query, no migration), in `timeout` s:
+    refused credentials or a missing database are one line naming the URI (redacted) and the
+    server's reason, never the password."""
+    from gatedmodels.typedconfig import ConfigError
+    from orchestrator.tracking import database_driver
+    from orchestrator.tracking import scheme_of as scheme_of_uri
+    from orchestrator.tracking.store import DB_DRIVERS
+
+    if scheme_of_uri(uri) not in DB_DRIVERS:
+        return
+    try:
+        uri = database_driver(uri)
+    except ConfigError as err:
+        raise UserError(str(err)) from None
+    import sqlalchemy
+
+    outcome: list[BaseException | None] = []
+
+    def login() -> None:
+        try:
+            engine = sqlalchemy.create_engine(
+                uri, poolclass=sqlalchemy.pool.NullPool, connect_args={"connect_timeout": max(1, math.ceil(timeout))}
+            )
+            try:
+                with engine.connect():
+                    pass
+            finally:
+                engine.dispose()
+            outcome.append(None)
+        except BaseException as err:  # reported below
+            outcome.append(err)
+
+    worker = threading.Thread(target=login, name="preflight-database", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        raise UserError(f"the database of the tracking URI {shown} does not answer (no login within {timeout:g} s)")
+    err = outcome[0]
+    if err is None:
+        return
+    cause = getattr(err, "orig", None) or err
+    lines = [ln.strip() for ln in str(cause).strip().splitlines() if ln.strip()]
+    reason = next((ln for ln in lines if "FATAL" in ln), lines[0] if lines else type(cause).__name__)
+    reason = re.sub(r"^.*?FATAL:\s*", "", reason)
+    password = urlsplit(uri).password
+    if password:
+        reason = reason.replace(password, "***")
+    raise UserError(f"the database of the tracking URI {shown} refused the login ({reason[:300]})")
 
 
 def _check_server(uri: str, shown: str, scheme: str, timeout: float) -> None:
@@ -113,6 +168,51 @@ def _check_server(uri: str, shown: str, scheme: str, timeout: float) -> None:
         raise UserError(f"cannot reach the MLflow tracking server at {shown} (no answer within {timeout:g} s)")
     if outcome[0] is not None:
         raise UserError(_refusal(outcome[0], uri, shown, scheme, timeout))
+    if scheme in ("http", "https"):
+        _check_artifact_proxy(uri, shown, timeout)
+
+
+ARTIFACTS_ENDPOINT = "/api/2.0/mlflow-artifacts/artifacts"
+
+
+def _check_artifact_proxy(uri: str, shown: str, timeout: float) -> None:
+    """A server that proxies artifacts (`--artifacts-destination`) lists its destination's root
+    (a read, with the client's credentials): a missing bucket, a wrong endpoint or refused
+    object-store credentials on the server's side are an MLflow error answer, refused here in
+    one line; otherwise every trial's first upload would fail only after minutes of retries (the
+    server answers 500 to an upload into a missing bucket). A server that does not proxy
+    artifacts (no such endpoint) or does not answer this is left alone."""
+    import json
+
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    outcome: list = []
+
+    def probe() -> None:
+        try:
+            outcome.append(http_request(get_default_host_creds(uri), ARTIFACTS_ENDPOINT, "GET", params={"path": ""}))
+        except BaseException as err:  # the check is best effort: reachability was proven above
+            outcome.append(err)
+
+    with _environ(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(max(1, math.ceil(timeout)))):
+        worker = threading.Thread(target=probe, name="preflight-artifacts", daemon=True)
+        worker.start()
+        worker.join(timeout)
+    if not outcome or isinstance(outcome[0], BaseException) or outcome[0].status_code in (200, 401, 403):
+        return
+    try:
+        body = json.loads(outcome[0].text)
+    except ValueError:
+        return  # not MLflow's answer (a route the server does not have)
+    if not isinstance(body, dict) or "error_code" not in body:
+        return
+    message = str(body.get("message", ""))
+    first = re.sub(r"//[^/@\s]*@", "//***@", message.strip().splitlines()[0] if message.strip() else body["error_code"])
+    raise UserError(
+        f"the MLflow tracking server at {shown} cannot use its artifact store (HTTP {outcome[0].status_code}: {first[:300]}); "
+        "check the server's --artifacts-destination and its credentials for that store"
+    )
 
 
 @contextlib.contextmanager

@@ -93,13 +93,18 @@ class RunLogger(StoreCalls):
         self.client = client(uri)
         self.flush_every, self.flush_seconds = flush_every, flush_seconds
         self._last_flush = time.monotonic()
-        run = self.client.get_run(run_id)
+        # reads, so safe to retry: a trial that starts (or is retried) while the store or its
+        # database restarts waits for it instead of failing
+        found: list = []
+        self._call(lambda: found.append(self.client.get_run(run_id)))
+        run = found[-1]
         self.existing_params = dict(run.data.params)
         self.logged_until = {key: self._max_step(key) for key in run.data.metrics}
 
     def _max_step(self, key: str) -> int:
-        history = self.client.get_metric_history(self.run_id, key)
-        return max((m.step for m in history), default=-1)
+        found: list = []
+        self._call(lambda: found.append(self.client.get_metric_history(self.run_id, key)))
+        return max((m.step for m in found[-1]), default=-1)
 
     # ---- creation --------------------------------------------------------------------
     @classmethod

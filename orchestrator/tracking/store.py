@@ -5,6 +5,8 @@ paginated run queries.
   sqlite:///<cwd>/mlflow.db, always made absolute (Ray runs trials in other directories).
 - `sqlite_path` / `file_store_path`: the local file or folder behind a URI (None for others);
   nobody else takes a `sqlite:///` or `file:` URI apart.
+- `database_driver`: a `postgresql://` / `mysql://` URI names an installed driver (the one
+  installed when none is named), or a ConfigError names the package to install.
 - `redact_uri`: credentials inside URIs are never logged.
 - `search_all` / `all_experiments`: every page of a search (MLflow returns one at a time).
 """
@@ -83,7 +85,46 @@ def resolve_tracking_uri(explicit: str | None = None, *, cwd: Path | None = None
         parts = urlsplit(uri)
         if not parts.hostname:
             raise ConfigError([Issue(where, f"got {redact_uri(uri)!r}; expected http(s)://HOST:PORT")])
+    elif scheme in DB_DRIVERS:
+        uri = database_driver(uri, where)
     return uri
+
+
+DB_DRIVERS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "postgresql": (("psycopg2", "psycopg2", "psycopg2-binary"), ("psycopg", "psycopg", "psycopg[binary]")),
+    "mysql": (("mysqldb", "MySQLdb", "mysqlclient"), ("pymysql", "pymysql", "pymysql")),
+}
+"""Per database: (SQLAlchemy driver name, module, pip package), SQLAlchemy's default driver first."""
+
+
+def _importable(module: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def database_driver(uri: str, where: str = "tracking uri") -> str:
+    """`uri` with a driver that is installed: `postgresql://` is SQLAlchemy's psycopg2; when only
+    psycopg (3) is installed it becomes `postgresql+psycopg://`. ConfigError naming the package
+    to install when the URI's driver (or every driver of its database) is missing."""
+    scheme, rest = uri.split("://", 1)
+    base, _, named = scheme.partition("+")
+    drivers = DB_DRIVERS[base.lower()]
+    packages = " or ".join(f"pip install '{pkg}'" for _, _, pkg in reversed(drivers))
+    if named:
+        known = {d: (mod, pkg) for d, mod, pkg in drivers}
+        if named.lower() in known and not _importable(known[named.lower()][0]):
+            mod, pkg = known[named.lower()]
+            raise ConfigError([Issue(where, f"got {redact_uri(uri)!r}: its database driver {mod} is not installed; pip install '{pkg}'")])
+        return uri
+    for driver, module, _ in drivers:
+        if _importable(module):
+            return uri if driver == drivers[0][0] else f"{base}+{driver}://{rest}"
+    raise ConfigError([Issue(where, f"got {redact_uri(uri)!r}: no {base} database driver is installed; {packages}")])
 
 
 def redact_uri(uri: str) -> str:

@@ -6,16 +6,15 @@ from __future__ import annotations
 import os
 import pickle
 import resource
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.services.mlflow_server import MlflowServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bigram_g1.yaml"
@@ -115,60 +114,9 @@ def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
 
 
 # ---- MLflow server outage ------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class MlflowServer:
-    """A real `mlflow server` on 127.0.0.1, started and stopped by its process group id."""
-
-    def __init__(self, root: Path, port: int, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None):
-        self.root, self.port, self.proc = root, port, None
-        self.args, self.env = args, env or {}
-
-    def start(self) -> None:
-        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **self.env}
-        cmd = [
-            str(Path(sys.executable).parent / "mlflow"),
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--workers",
-            "1",
-            "--backend-store-uri",
-            f"sqlite:///{self.root / 'server.db'}",
-            "--artifacts-destination",
-            str(self.root / "artifacts"),
-            *self.args,
-        ]
-        self.log = open(self.root / "server.log", "a")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 180  # the auth app migrates a second database: a minute on 2 busy cores
-        while time.time() < deadline and self.proc.poll() is None:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise RuntimeError("mlflow server did not start: " + (self.root / "server.log").read_text()[-2000:])
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
 @pytest.mark.slow
 def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
-    server = MlflowServer(tmp_path, _free_port())
+    server = MlflowServer(tmp_path)
     server.start()
     uri = f"http://127.0.0.1:{server.port}"
     sweep = {

@@ -685,18 +685,11 @@ def test_a_real_mlflow_server_with_basic_auth_refuses_and_accepts(tmp_path, monk
     password are refused in one line with the URI redacted; the right ones, in the URI or in
     MLflow's environment variables, pass. What is sent is decided by MLflow's client."""
     from orchestrator.launch.preflight import check_tracking_uri
-
-    from .test_faults import MlflowServer, _free_port
+    from tests.services.mlflow_server import MlflowServer, basic_auth_config
 
     password = "pre-flight-0"
-    (tmp_path / "auth.ini").write_text(
-        "[mlflow]\ndefault_permission = READ\n"
-        f"database_uri = sqlite:///{tmp_path / 'auth.db'}\n"
-        f"admin_username = admin\nadmin_password = {password}\n"
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-    )
-    env = {"MLFLOW_AUTH_CONFIG_PATH": str(tmp_path / "auth.ini"), "MLFLOW_FLASK_SERVER_SECRET_KEY": "tests-only"}
-    server = MlflowServer(tmp_path, _free_port(), args=("--app-name", "basic-auth"), env=env)
+    env = basic_auth_config(tmp_path, password=password, database_uri=f"sqlite:///{tmp_path / 'auth.db'}")
+    server = MlflowServer(tmp_path, app_name="basic-auth", env=env)
     for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.mlflow/credentials of the machine's user
