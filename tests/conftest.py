@@ -12,6 +12,10 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import pytest
 
+# MLflow's HTTP retry settings gatesweep sets when its tracking package is first imported: set
+# before any test's environment is saved, so `_environment_restored` keeps them for every test
+import orchestrator.tracking.store  # noqa: F401
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):

@@ -251,6 +251,7 @@ class Launcher:
             board=board,
             stopped=self.stopped,
             errors=self.errors,
+            secrets=self.cluster.trial_secrets(),
         )
         try:
             if spec.search.type == "grid" and spec.ladder is not None and spec.ladder.promote is not None:

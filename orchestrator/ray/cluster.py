@@ -18,7 +18,12 @@ from orchestrator.netpolicy import TELEMETRY_ENV
 from orchestrator.spec.files import UserError
 
 TRACKING_ENV = "GATESWEEP_TRACKING_URI"
-"""The tracking URI, unredacted, travels to the workers in this variable (never in a config)."""
+"""The tracking URI, unredacted, set in each trial's process from `trial_secrets` (never in a config)."""
+SECRET_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+"""MLflow's credentials: a trial gets them (and the unredacted tracking URI) through the object
+store, as a parameter of its trainable (`trial_secrets`), never through a runtime_env: Ray keeps a
+runtime_env in its GCS, shows it in job and actor info and its runtime_env agent writes it to
+runtime_env_agent.log in clear."""
 PASS_ENV = (
     "GATESWEEP_CACHE",
     "GATESWEEP_ONLINE",
@@ -26,9 +31,6 @@ PASS_ENV = (
     "HF_DATASETS_OFFLINE",
     "HF_HOME",
     "DS_ACCELERATOR",
-    "MLFLOW_TRACKING_USERNAME",
-    "MLFLOW_TRACKING_PASSWORD",
-    "MLFLOW_TRACKING_TOKEN",
     "TORCH_EXTENSIONS_DIR",
     *TELEMETRY_ENV,
     *("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_CA_BUNDLE", "AWS_EC2_METADATA_DISABLED"),
@@ -159,7 +161,6 @@ class RayCluster:
         import ray
 
         env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
-        env[TRACKING_ENV] = self.uri
         # a stopped trial (ASHA) records why and flushes its metrics before its actor is reused
         env.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", "60")
         env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
@@ -214,6 +215,11 @@ class RayCluster:
                 procs = {p.pid: p for p in [*before, *session_processes(self.local)]}
                 _, alive = psutil.wait_procs(list(procs.values()), timeout=10)
                 kill_processes(alive)
+
+    def trial_secrets(self) -> dict[str, str]:
+        """What each trial's process sets in its environment before it talks to MLflow: the
+        unredacted tracking URI and MLflow's credentials (SECRET_ENV) as the driver has them."""
+        return {TRACKING_ENV: self.uri, **{k: os.environ[k] for k in SECRET_ENV if k in os.environ}}
 
     def check_resources(self) -> None:
         """UserError when no node of the cluster can hold one worker of a trial, or the whole

@@ -89,10 +89,13 @@ def _context(payload: TrialPayload, report, num_threads: int | None):
     )
 
 
-def trainable(config: dict) -> None:
+def trainable(config: dict, secrets: dict[str, str] | None = None) -> None:
+    """One Tune trial. `secrets` (the unredacted tracking URI, MLflow's credentials) come through
+    Ray's object store and are set in this process's environment, where MLflow's client reads them."""
     import ray
     from ray import tune
 
+    os.environ.update(secrets or {})
     from orchestrator.spec.trial import TrialConfig
     from orchestrator.tracking.outcomes import TrialFailed
     from orchestrator.trial.run import run_trial
@@ -169,10 +172,13 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
 
 def _worker_loop(config: dict) -> None:
     """Runs in each Ray Train worker; the process group already exists."""
+    import ray
+
     from orchestrator.spec.trial import TrialConfig
     from orchestrator.tracking.outcomes import TrialFailed
     from orchestrator.trial.run import run_trial
 
+    os.environ.update(ray.get(config.pop("secrets")) if "secrets" in config else {})  # an ObjectRef: no secret in Train's config
     payload = TrialPayload.from_dict(config)
     cfg = TrialConfig.from_dict(payload.config)
     try:
@@ -182,7 +188,14 @@ def _worker_loop(config: dict) -> None:
             raise
 
 
+def _secrets() -> dict[str, str]:
+    from orchestrator.ray.cluster import SECRET_ENV
+
+    return {k: os.environ[k] for k in (TRACKING_ENV, *SECRET_ENV) if k in os.environ}
+
+
 def _run_distributed(payload: TrialPayload) -> dict:
+    import ray
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -192,7 +205,7 @@ def _run_distributed(payload: TrialPayload) -> dict:
     gpus = payload.gpus
     trainer = TorchTrainer(
         train_loop_per_worker=_worker_loop,
-        train_loop_config=payload.to_dict(),
+        train_loop_config={**payload.to_dict(), "secrets": ray.put(_secrets())},
         torch_config=BoundTorchConfig(),  # rank 0's store listens on its node's address only
         scaling_config=ScalingConfig(
             num_workers=payload.workers, use_gpu=gpus > 0, resources_per_worker={"CPU": payload.cpus, **({"GPU": gpus} if gpus else {})}

@@ -25,10 +25,13 @@ def build_tuner(
     stopped: dict,
     errors: dict,
     arm: dict | None = None,
+    secrets: dict[str, str] | None = None,
 ) -> tune.Tuner:
     """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `board` is the
     sweep's progress (`orchestrator.ray.progress.SweepProgress`); `stopped` and `errors` are
-    filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines."""
+    filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines. `secrets`
+    (`RayCluster.trial_secrets`) reach each trial through Ray's object store (`with_parameters`),
+    not its config or a runtime_env, so no Ray log or Tune file holds them."""
     from orchestrator.ray import trainable as trainable_mod
 
     res = spec.resources
@@ -36,7 +39,7 @@ def build_tuner(
         resources = {"cpu": 0.01}  # the TorchTrainer's workers reserve the real resources
     else:
         resources = {"cpu": res.cpus_per_worker, "gpu": res.gpus_per_worker}
-    trainable = tune.with_resources(trainable_mod.trainable, resources)
+    trainable = tune.with_resources(tune.with_parameters(trainable_mod.trainable, secrets=dict(secrets or {})), resources)
     scheduler = None
     if spec.scheduler is not None and spec.scheduler.type == "asha":
         scheduler = recording_asha(stopped)(
