@@ -1,0 +1,163 @@
+"""deploy/slurm/gatesweep.sbatch on a real one-node Slurm (slurmctld, slurmd, munged from Debian's
+slurm-wlm and munge, configured in a temporary folder): the job starts Ray with the helper,
+runs the sweep, is warned before a preemption (SIGUSR1 to the batch shell) and requeues itself,
+is requeued by Slurm (`scontrol requeue`: SIGTERM to every process of the job), and each next run
+resumes the sweep: finished trials are not rerun, interrupted ones continue from their newest
+whole checkpoint. Every daemon and Ray process is stopped by pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.ray.cluster import kill_processes, ray_processes
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "deploy" / "slurm" / "gatesweep.sbatch"
+HELPER = REPO / "deploy" / "slurm" / "ray_on_slurm.sh"
+STEPS, EVERY = 160, 20
+
+
+def sweep_file(tmp_path: Path) -> Path:
+    doc = {
+        "name": "slurmy",
+        "base": {
+            "model": {"size": "bigram-1l"},
+            "data": {"seq_len": 32},
+            "train": {"steps": STEPS, "batch_size": 8, "warmup_steps": 2, "eval_every": 80, "log_every": 10, "checkpoint_every": EVERY},
+            "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
+        },
+        "grid": {"model.gate.position": ["none", "G1"]},
+        "resources": {"max_concurrent": 1},
+        "tracking": {"experiment": "e"},
+    }
+    path = tmp_path / "slurmy.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def children(uri: str):
+    from orchestrator.tracking import client
+
+    c = client(uri)
+    exp = c.get_experiment_by_name("e")
+    if exp is None:
+        return c, []
+    runs = c.search_runs([exp.experiment_id], filter_string="tags.`gatesweep.sweep` = 'slurmy'", max_results=100)
+    return c, [r for r in runs if r.data.tags.get("gatesweep.kind") != "sweep"]
+
+
+def newest_checkpoints(runs: Path) -> dict[str, int]:
+    """run id -> step of its newest checkpoint marked whole."""
+    out = {}
+    for run_json in runs.glob("sweeps/slurmy/trials/*/run.json"):
+        marks = [int(p.parent.name.removeprefix("step")) for p in run_json.parent.glob("checkpoints/step*/COMPLETE")]
+        if marks:
+            out[json.loads(run_json.read_text())["run_id"]] = max(marks)
+    return out
+
+
+def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_forced_requeue(tmp_path, slurm, tracking_uri):
+    runs, ray_temp = tmp_path / "runs", f"/tmp/gsslurm{os.getpid()}"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "GATESWEEP_RUNS_DIR": str(runs),
+        "GATESWEEP_RAY_TEMP": ray_temp,
+        "GATESWEEP_RAY_PORT": str(6500 + os.getpid() % 400),
+        "GATESWEEP_PYTHON": sys.executable,
+    }
+    log = tmp_path / "job.out"
+    job = slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", "--cpus-per-task=2", str(SCRIPT), str(sweep_file(tmp_path)), env=env)
+
+    def text() -> str:
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def until(what: str, ready, timeout: float = 240):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            got = ready()
+            if got:
+                return got
+            state = slurm.job(job).get("JobState")
+            assert state not in ("FAILED", "CANCELLED", "COMPLETED", "TIMEOUT"), f"{what}: job {state}\n{text()}\n{slurm.logs()}"
+            time.sleep(0.5)
+        raise AssertionError(f"{what}: not within {timeout} s\n{text()}")
+
+    def a_finished_trial_and_a_checkpointed_one(finished_before: int):
+        """(client, finished runs, a running run with a whole checkpoint) once more than `finished_before` finished."""
+        try:
+            c, kids = children(tracking_uri)
+        except Exception:
+            return None
+        done = [r for r in kids if r.info.status == "FINISHED"]
+        ckpt = newest_checkpoints(runs)
+        running = [r for r in kids if r.info.status == "RUNNING" and r.info.run_id in ckpt]
+        if len(done) > finished_before and running:
+            return c, done, running[0]
+        return None
+
+    try:
+        t0 = time.time()
+        # 1. the warning before a preemption: SIGUSR1 to the batch shell only (what --signal=B:USR1@300 sends)
+        c, done, victim = until("a trial finished and the next one checkpointed", lambda: a_finished_trial_and_a_checkpointed_one(0))
+        slurm.run("scancel", "--batch", "--signal=USR1", str(job))
+        t_warned = time.time()
+        until("the job requeued itself", lambda: slurm.job(job).get("Restarts") == "1")
+        t_requeued = time.time()
+        assert "SIGUSR1: stopping gatesweep" in text() and "requeueing job" in text(), text()
+        assert "interrupted: `gatesweep resume slurmy` continues" in text(), text()
+        assert not ray_processes(ray_temp), "the stopped run left Ray processes"
+        ckpt1 = newest_checkpoints(runs)[victim.info.run_id]
+
+        # 2. a forced requeue: Slurm sends SIGTERM to every process of the job (gatesweep and Ray alike)
+        until("the requeued job runs again", lambda: slurm.job(job).get("JobState") == "RUNNING")
+        t_back1 = time.time()
+        until("the resumed trial checkpointed again", lambda: newest_checkpoints(runs).get(victim.info.run_id, 0) > ckpt1)
+        slurm.run("scontrol", "requeue", str(job))
+        t_forced = time.time()
+        until("Slurm requeued the job", lambda: slurm.job(job).get("Restarts") == "2")
+        ckpt2 = newest_checkpoints(runs)[victim.info.run_id]
+        until("the job runs a third time", lambda: slurm.job(job).get("JobState") == "RUNNING")
+        t_back2 = time.time()
+        final = slurm.wait(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=300)
+        t_end = time.time()
+    finally:
+        subprocess.run(["scancel", str(job)], env=slurm.env(), capture_output=True)
+        left = ray_processes(ray_temp)
+        kill_processes(left)
+    out = text()
+    assert final["JobState"] == "COMPLETED" and final["ExitCode"] == "0:0", f"{final}\n{out}"
+    assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
+    for restart, command in ((0, "gatesweep run "), (1, "gatesweep resume slurmy"), (2, "gatesweep resume slurmy")):
+        assert f"(restart {restart}) on gsnode: {command}" in out, out
+    c, kids = children(tracking_uri)
+    assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids), [(r.info.run_name, r.info.status) for r in kids]
+    history = {r.info.run_id: c.get_metric_history(r.info.run_id, "train/loss") for r in kids}
+    for r in kids:  # every point exactly once across the job's three runs
+        assert [m.step for m in history[r.info.run_id]] == list(range(10, STEPS + 1, 10)), r.info.run_name
+    (first,) = done  # finished before the first requeue, never rerun
+    assert "gatesweep.resumed_from_step" not in c.get_run(first.info.run_id).data.tags
+    assert max(m.timestamp for m in history[first.info.run_id]) / 1000 < t_requeued
+    # the interrupted trial resumed twice, each time from its newest whole checkpoint; the tag keeps the last
+    resumed = int(c.get_run(victim.info.run_id).data.tags["gatesweep.resumed_from_step"])
+    assert resumed == ckpt2 > ckpt1 >= EVERY, (resumed, ckpt1, ckpt2)
+    points = history[victim.info.run_id]
+    reached1 = max(m.step for m in points if m.timestamp / 1000 < t_back1)  # logged before the second run began
+    reached2 = max(m.step for m in points if m.timestamp / 1000 < t_back2)
+    redone1, redone2 = reached1 - ckpt1, reached2 - ckpt2
+    assert 0 <= redone1 < EVERY + 10 and 0 <= redone2 < EVERY + 10, (reached1, ckpt1, reached2, ckpt2)
+    print(
+        f"\nslurm: USR1 to requeued {t_requeued - t_warned:.1f} s, running again {t_back1 - t_requeued:.1f} s later; "
+        f"scontrol requeue to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
+        f"(checkpoint {ckpt1}), {redone2} after the forced requeue (checkpoint {ckpt2}); whole job {t_end - t0:.0f} s"
+    )
