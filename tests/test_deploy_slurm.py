@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "deploy" / "slurm" / "gatesweep.sbatch"
 HELPER = REPO / "deploy" / "slurm" / "ray_on_slurm.sh"
-STEPS, EVERY = 160, 20
+STEPS, EVERY = 300, 30
 
 
 def sweep_file(tmp_path: Path) -> Path:
@@ -33,7 +33,7 @@ def sweep_file(tmp_path: Path) -> Path:
         "base": {
             "model": {"size": "bigram-1l"},
             "data": {"seq_len": 32},
-            "train": {"steps": STEPS, "batch_size": 8, "warmup_steps": 2, "eval_every": 80, "log_every": 10, "checkpoint_every": EVERY},
+            "train": {"steps": STEPS, "batch_size": 8, "warmup_steps": 2, "eval_every": 150, "log_every": 10, "checkpoint_every": EVERY},
             "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
         },
         "grid": {"model.gate.position": ["none", "G1"]},
@@ -90,43 +90,69 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
                 return got
             state = slurm.job(job).get("JobState")
             assert state not in ("FAILED", "CANCELLED", "COMPLETED", "TIMEOUT"), f"{what}: job {state}\n{text()}\n{slurm.logs()}"
-            time.sleep(0.5)
+            time.sleep(0.2)
         raise AssertionError(f"{what}: not within {timeout} s\n{text()}")
 
-    def a_finished_trial_and_a_checkpointed_one(finished_before: int):
-        """(client, finished runs, a running run with a whole checkpoint) once more than `finished_before` finished."""
-        try:
-            c, kids = children(tracking_uri)
-        except Exception:
-            return None
-        done = [r for r in kids if r.info.status == "FINISHED"]
-        ckpt = newest_checkpoints(runs)
-        running = [r for r in kids if r.info.status == "RUNNING" and r.info.run_id in ckpt]
-        if len(done) > finished_before and running:
-            return c, done, running[0]
-        return None
+    def trials() -> tuple[list[str], dict[str, int]]:
+        """From the runs folder (cheap enough to poll): the run ids of finished trials (final
+        weights written), and of unfinished ones with a whole checkpoint, with its step."""
+        done, ckpt = [], {}
+        for run_json in runs.glob("sweeps/slurmy/trials/*/run.json"):
+            try:
+                run_id = json.loads(run_json.read_text())["run_id"]
+            except (OSError, ValueError, KeyError):
+                continue
+            if (run_json.parent / "model.pt").exists():
+                done.append(run_id)
+            elif run_id in (steps := newest_checkpoints(runs)):
+                ckpt[run_id] = steps[run_id]
+        return done, ckpt
+
+    def a_finished_trial_and_a_checkpointed_one():
+        done, ckpt = trials()
+        return (done, next(iter(ckpt))) if done and ckpt else None
+
+    def release() -> float:
+        """Seconds Slurm would keep the requeued job pending (its EligibleTime after the requeue);
+        the test lets it start now instead."""
+        # slurmd refuses a credential made in the second its job's last one was revoked ("Job
+        # credential revoked": its times have 1 s resolution), which is why Slurm holds the job
+        time.sleep(2)
+        fields = slurm.job(job)
+        eligible = (
+            time.mktime(time.strptime(fields["EligibleTime"], "%Y-%m-%dT%H:%M:%S"))
+            if fields.get("EligibleTime", "")[:1].isdigit()
+            else time.time()
+        )
+        slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
+        return eligible - time.time()
 
     try:
         t0 = time.time()
         # 1. the warning before a preemption: SIGUSR1 to the batch shell only (what --signal=B:USR1@300 sends)
-        c, done, victim = until("a trial finished and the next one checkpointed", lambda: a_finished_trial_and_a_checkpointed_one(0))
+        done, victim = until("a trial finished and the next one checkpointed", a_finished_trial_and_a_checkpointed_one)
         slurm.run("scancel", "--batch", "--signal=USR1", str(job))
         t_warned = time.time()
         until("the job requeued itself", lambda: slurm.job(job).get("Restarts") == "1")
         t_requeued = time.time()
+        until("the job pending again", lambda: slurm.job(job).get("JobState") == "PENDING")
+        held = [release()]
         assert "SIGUSR1: stopping gatesweep" in text() and "requeueing job" in text(), text()
         assert "interrupted: `gatesweep resume slurmy` continues" in text(), text()
         assert not ray_processes(ray_temp), "the stopped run left Ray processes"
-        ckpt1 = newest_checkpoints(runs)[victim.info.run_id]
+        ckpt1 = newest_checkpoints(runs)[victim]
 
         # 2. a forced requeue: Slurm sends SIGTERM to every process of the job (gatesweep and Ray alike)
         until("the requeued job runs again", lambda: slurm.job(job).get("JobState") == "RUNNING")
         t_back1 = time.time()
-        until("the resumed trial checkpointed again", lambda: newest_checkpoints(runs).get(victim.info.run_id, 0) > ckpt1)
+        until("the resumed trial checkpointed again", lambda: newest_checkpoints(runs).get(victim, 0) > ckpt1)
         slurm.run("scontrol", "requeue", str(job))
         t_forced = time.time()
         until("Slurm requeued the job", lambda: slurm.job(job).get("Restarts") == "2")
-        ckpt2 = newest_checkpoints(runs)[victim.info.run_id]
+        until("every process of the job ended", lambda: slurm.job(job).get("JobState") == "PENDING")
+        t_ended = time.time()
+        ckpt2 = newest_checkpoints(runs)[victim]
+        held.append(release())
         until("the job runs a third time", lambda: slurm.job(job).get("JobState") == "RUNNING")
         t_back2 = time.time()
         final = slurm.wait(job, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=300)
@@ -146,18 +172,19 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
     for r in kids:  # every point exactly once across the job's three runs
         assert [m.step for m in history[r.info.run_id]] == list(range(10, STEPS + 1, 10)), r.info.run_name
     (first,) = done  # finished before the first requeue, never rerun
-    assert "gatesweep.resumed_from_step" not in c.get_run(first.info.run_id).data.tags
-    assert max(m.timestamp for m in history[first.info.run_id]) / 1000 < t_requeued
+    assert "gatesweep.resumed_from_step" not in c.get_run(first).data.tags
+    assert max(m.timestamp for m in history[first]) / 1000 < t_requeued
     # the interrupted trial resumed twice, each time from its newest whole checkpoint; the tag keeps the last
-    resumed = int(c.get_run(victim.info.run_id).data.tags["gatesweep.resumed_from_step"])
+    resumed = int(c.get_run(victim).data.tags["gatesweep.resumed_from_step"])
     assert resumed == ckpt2 > ckpt1 >= EVERY, (resumed, ckpt1, ckpt2)
-    points = history[victim.info.run_id]
+    points = history[victim]
     reached1 = max(m.step for m in points if m.timestamp / 1000 < t_back1)  # logged before the second run began
     reached2 = max(m.step for m in points if m.timestamp / 1000 < t_back2)
     redone1, redone2 = reached1 - ckpt1, reached2 - ckpt2
     assert 0 <= redone1 < EVERY + 10 and 0 <= redone2 < EVERY + 10, (reached1, ckpt1, reached2, ckpt2)
     print(
-        f"\nslurm: USR1 to requeued {t_requeued - t_warned:.1f} s, running again {t_back1 - t_requeued:.1f} s later; "
-        f"scontrol requeue to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
+        f"\nslurm: USR1 to requeued {t_requeued - t_warned:.1f} s, running again {t_back1 - t_requeued:.1f} s later "
+        f"(Slurm would hold it {held[0]:.0f} s, {held[1]:.0f} s after the forced requeue); "
+        f"scontrol requeue to the job's end {t_ended - t_forced:.1f} s, to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
         f"(checkpoint {ckpt1}), {redone2} after the forced requeue (checkpoint {ckpt2}); whole job {t_end - t0:.0f} s"
     )

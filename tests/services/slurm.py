@@ -145,9 +145,7 @@ class Slurm:
         return subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=60, check=check)
 
     def sbatch(self, *args: str, env: dict[str, str] | None = None) -> int:
-        r = subprocess.run(
-            ["sbatch", "--parsable", *args], env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=60
-        )
+        r = subprocess.run(["sbatch", "--parsable", *args], env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError(f"sbatch failed: {r.stderr}")
         return int(r.stdout.strip().split(";")[0])
