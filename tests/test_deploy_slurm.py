@@ -188,3 +188,46 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
         f"scontrol requeue to the job's end {t_ended - t_forced:.1f} s, to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
         f"(checkpoint {ckpt1}), {redone2} after the forced requeue (checkpoint {ckpt2}); whole job {t_end - t0:.0f} s"
     )
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        ((), "usage: sbatch gatesweep.sbatch SWEEP.yaml"),
+        (("missing.yaml",), "missing.yaml: no such sweep file"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_status_2_before_anything_starts(tmp_path, args, says):
+    out = subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GATESWEEP_SLURM_DIR": str(HELPER.parent), "GATESWEEP_RUNS_DIR": str(tmp_path / "runs")},
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1 and not out.stdout, out.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing written"
+
+
+def test_the_helper_missing_beside_the_script_is_named(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: s\n")
+    out = subprocess.run(
+        ["bash", str(SCRIPT), "s.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GATESWEEP_SLURM_DIR": str(tmp_path / "nowhere")},
+    )  # fmt: skip
+    assert out.returncode == 2 and "nowhere/ray_on_slurm.sh: missing (set GATESWEEP_SLURM_DIR" in out.stderr, out.stderr
+
+
+def test_a_broken_sweep_file_fails_the_job_with_status_2_before_ray_starts(tmp_path, slurm):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nbase:\n  train: {steps: -3}\n")
+    log = tmp_path / "job.out"
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "GATESWEEP_RUNS_DIR": str(tmp_path / "runs")}
+    job = slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", str(SCRIPT), str(bad), env=env)
+    final = slurm.wait(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=120)
+    text = log.read_text()
+    assert final["JobState"] == "FAILED" and final["ExitCode"] == "2:0", (final, text)
+    assert "base.train.steps: got -3; allowed: 1..100,000,000" in text and "Traceback" not in text, text
+    assert "Ray head" not in text and not (tmp_path / "runs").exists(), text
