@@ -231,3 +231,46 @@ def test_a_broken_sweep_file_fails_the_job_with_status_2_before_ray_starts(tmp_p
     assert final["JobState"] == "FAILED" and final["ExitCode"] == "2:0", (final, text)
     assert "base.train.steps: got -3; allowed: 1..100,000,000" in text and "Traceback" not in text, text
     assert "Ray head" not in text and not (tmp_path / "runs").exists(), text
+
+
+@pytest.fixture
+def two_node_slurm(tmp_path_factory):
+    """Two Slurm nodes on one machine (two slurmd on the loopback aliases 127.0.0.2 and .3), one CPU each."""
+    from tests.services.slurm import Slurm, missing
+
+    if why := missing():
+        pytest.skip(why)
+    cluster = Slurm(tmp_path_factory.mktemp("slurm2"), cpus=1, nodes=2).start()
+    yield cluster
+    cluster.stop()
+
+
+def test_a_two_node_job_starts_a_ray_worker_on_the_second_node_and_uses_both(tmp_path, two_node_slurm, tracking_uri):
+    doc = yaml.safe_load(sweep_file(tmp_path).read_text())
+    doc["base"]["train"].update(steps=60, eval_every=0, checkpoint_every=0)
+    doc["resources"] = {"max_concurrent": 0, "cpus_per_worker": 1}
+    (tmp_path / "slurmy.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ray_temp = f"/tmp/gsslurm2{os.getpid()}"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "GATESWEEP_RUNS_DIR": str(tmp_path / "runs"),
+        "GATESWEEP_RAY_TEMP": ray_temp,
+        "GATESWEEP_RAY_PORT": str(6100 + os.getpid() % 300),
+    }
+    log = tmp_path / "job.out"
+    job = two_node_slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", "--nodes=2", str(SCRIPT), str(tmp_path / "slurmy.yaml"), env=env)
+    try:
+        final = two_node_slurm.wait(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    finally:
+        subprocess.run(["scancel", str(job)], env=two_node_slurm.env(), capture_output=True)
+        left = ray_processes(ray_temp)
+        kill_processes(left)
+    text = log.read_text()
+    assert final["JobState"] == "COMPLETED" and final["ExitCode"] == "0:0", (final, text)
+    assert "Ray head on gsnode1 (127.0.0.2:" in text and "2 node(s): gsnode1 gsnode2" in text, text
+    assert "2 Ray node(s) alive" in text, text
+    assert not left, f"Ray processes left behind: {[p.pid for p in left]}"
+    c, kids = children(tracking_uri)
+    assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
+    assert len({r.data.tags["gatesweep.node_id"] for r in kids}) == 2, "one trial on each Slurm node"

@@ -33,8 +33,11 @@ def missing() -> str | None:
 
 
 class Slurm:
-    def __init__(self, root: Path, cpus: int = 2):
+    def __init__(self, root: Path, cpus: int = 2, nodes: int = 1):
+        """One node (`gsnode` on 127.0.0.1), or `nodes` nodes gsnode1.. on the loopback aliases
+        127.0.0.2.. (Ray leaves those alone), each its own slurmd with its own port and spool."""
         self.root, self.cpus = Path(root), cpus
+        self.nodes = [NODE] if nodes == 1 else [f"{NODE}{i}" for i in range(1, nodes + 1)]
         self.procs: dict[str, subprocess.Popen] = {}
         self.conf = self.root / "slurm.conf"
         self.socket = self.root / "munge" / "munge.socket.2"
@@ -43,9 +46,9 @@ class Slurm:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def _write_config(self) -> None:
-        for d in ("munge", "state", "spool", "log"):
+        for d in ("munge", "state", "spool", "log", *(f"spool/{n}" for n in self.nodes)):
             (self.root / d).mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root / "munge", 0o700)
+        os.chmod(self.root / "munge", 0o711)  # the socket's folder: searchable, not listable
         key = self.root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o600)
@@ -63,11 +66,11 @@ class Slurm:
                     "CredType=cred/munge",
                     f"AuthInfo=socket={self.socket}",
                     f"StateSaveLocation={r / 'state'}",
-                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmdSpoolDir={r / 'spool' / '%n'}",
                     f"SlurmctldPidFile={r / 'slurmctld.pid'}",
-                    f"SlurmdPidFile={r / 'slurmd.pid'}",
+                    f"SlurmdPidFile={r / 'slurmd-%n.pid'}",
                     f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
-                    f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
+                    f"SlurmdLogFile={r / 'log' / 'slurmd-%n.log'}",
                     "SlurmctldDebug=info",
                     "SlurmdDebug=info",
                     "ProctrackType=proctrack/linuxproc",
@@ -85,12 +88,20 @@ class Slurm:
                     "KillWait=30",
                     "MinJobAge=600",
                     "SchedulerParameters=defer_batch",
-                    f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={self.cpus} RealMemory=1000 State=UNKNOWN",
-                    f"PartitionName=test Nodes={NODE} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO",
+                    *self._node_lines(),
+                    f"PartitionName=test Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO",
                     "",
                 ]
             )
         )
+
+    def _node_lines(self) -> list[str]:
+        if self.nodes == [NODE]:
+            return [f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname=localhost CPUs={self.cpus} RealMemory=1000 State=UNKNOWN"]
+        return [
+            f"NodeName={n} NodeAddr=127.0.0.{i + 2} NodeHostname=localhost Port={free_port()} CPUs={self.cpus} RealMemory=1000 State=UNKNOWN"
+            for i, n in enumerate(self.nodes)
+        ]
 
     def _daemon(self, name: str, cmd: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")
@@ -115,8 +126,13 @@ class Slurm:
         self._until(lambda: self.socket.exists(), timeout, "munged did not create its socket")
         self._daemon("slurmctld", [DAEMONS[1], "-D", "-i", "-f", str(self.conf)])
         self._until(lambda: self._ok("scontrol", "ping"), timeout, "slurmctld did not answer")
-        self._daemon("slurmd", [DAEMONS[2], "-D", "-N", NODE, "-f", str(self.conf)])
-        self._until(lambda: "idle" in self._out("sinfo", "-h", "-o", "%T"), timeout, "slurmd did not register its node")
+        for node in self.nodes:
+            self._daemon(f"slurmd-{node}", [DAEMONS[2], "-D", "-N", node, "-f", str(self.conf)])
+        self._until(
+            lambda: self._out("sinfo", "-h", "-N", "-o", "%T").split() == ["idle"] * len(self.nodes),
+            timeout,
+            "slurmd did not register its nodes",
+        )
         return self
 
     def _out(self, *cmd: str) -> str:
@@ -170,7 +186,7 @@ class Slurm:
         raise TimeoutError(f"job {job_id} not in {states} after {timeout:.0f} s: {job}")
 
     def stop(self) -> None:
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in [*(f"slurmd-{n}" for n in self.nodes), "slurmctld", "munged"]:
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
                 continue
