@@ -82,6 +82,10 @@ class Slurm:
                     "SelectTypeParameters=CR_CPU",
                     "SchedulerType=sched/builtin",
                     "MpiDefault=none",
+                    # listen on the configured addresses (127.0.0.1), not on every interface; a
+                    # slurmd of several on one machine binds to what the machine's name resolves
+                    # to (127.0.0.1), not to its NodeAddr, so there only slurmctld is held to loopback
+                    "CommunicationParameters=" + ("NoCtldInAddrAny,NoInAddrAny" if self.nodes == [NODE] else "NoCtldInAddrAny"),
                     "ReturnToService=2",
                     "JobRequeue=1",
                     "SlurmdParameters=config_overrides",
