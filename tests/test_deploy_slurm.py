@@ -7,6 +7,7 @@ whole checkpoint. Every daemon and Ray process is stopped by pid."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -25,6 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "deploy" / "slurm" / "gatesweep.sbatch"
 HELPER = REPO / "deploy" / "slurm" / "ray_on_slurm.sh"
 STEPS, EVERY = 300, 30
+
+
+def loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(addr, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return (mapped or addr).is_loopback
 
 
 def sweep_file(tmp_path: Path) -> Path:
@@ -127,10 +135,26 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
         slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now", check=False)
         return eligible - time.time()
 
+    def listeners_beyond_loopback() -> list:
+        """Listening sockets of Slurm's daemons and everything under them (the job: Ray,
+        gatesweep, the trials) on an address other than loopback."""
+        procs = []
+        for p in slurm.procs.values():
+            try:
+                procs += [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        pids = {p.pid for p in procs} | {p.pid for p in ray_processes(ray_temp)}
+        listening = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+        assert any(pid == slurm.procs["slurmctld"].pid for pid, _ in listening), "the check sees slurmctld's port"
+        return [(pid, a) for pid, a in listening if not loopback(a.ip)]
+
     try:
         t0 = time.time()
         # 1. the warning before a preemption: SIGUSR1 to the batch shell only (what --signal=B:USR1@300 sends)
         done, victim = until("a trial finished and the next one checkpointed", a_finished_trial_and_a_checkpointed_one)
+        beyond = listeners_beyond_loopback()
+        assert not beyond, f"listening beyond loopback: {[(pid, psutil.Process(pid).name(), str(a)) for pid, a in beyond]}"
         slurm.run("scancel", "--batch", "--signal=USR1", str(job))
         t_warned = time.time()
         until("the job requeued itself", lambda: slurm.job(job).get("Restarts") == "1")
