@@ -209,7 +209,8 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
     print(
         f"\nslurm: USR1 to requeued {t_requeued - t_warned:.1f} s, running again {t_back1 - t_requeued:.1f} s later "
         f"(Slurm would hold it {held[0]:.0f} s, {held[1]:.0f} s after the forced requeue); "
-        f"scontrol requeue to the job's end {t_ended - t_forced:.1f} s, to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
+        f"scontrol requeue to the job's end {t_ended - t_forced:.1f} s (gatesweep stopped before Slurm's SIGKILL: "
+        f"{out.count('gatesweep exited with status 130') == 2}), to running again {t_back2 - t_forced:.1f} s; steps redone: {redone1} after the warning "
         f"(checkpoint {ckpt1}), {redone2} after the forced requeue (checkpoint {ckpt2}); whole job {t_end - t0:.0f} s"
     )
 
