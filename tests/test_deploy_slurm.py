@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -303,3 +304,27 @@ def test_a_two_node_job_starts_a_ray_worker_on_the_second_node_and_uses_both(tmp
     c, kids = children(tracking_uri)
     assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
     assert len({r.data.tags["gatesweep.node_id"] for r in kids}) == 2, "one trial on each Slurm node"
+
+
+def test_a_taken_ray_port_fails_the_job_at_once_naming_it(tmp_path, slurm):
+    (tmp_path / "s.yaml").write_text(sweep_file(tmp_path).read_text())
+    log = tmp_path / "job.out"
+    with socket.socket() as taken:  # another program holds the head's port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "GATESWEEP_RUNS_DIR": str(tmp_path / "runs"),
+            "GATESWEEP_RAY_PORT": str(port),
+            "GATESWEEP_RAY_TEMP": f"/tmp/gsslurm3{os.getpid()}",
+        }
+        started = time.time()
+        job = slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", str(SCRIPT), str(tmp_path / "s.yaml"), env=env)
+        final = slurm.wait(job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=150)
+    text = log.read_text()
+    assert final["JobState"] == "FAILED" and final["ExitCode"] == "1:0", (final, text)
+    assert f"port {port} on 127.0.0.1 (the Ray head's) is taken by another program; set GATESWEEP_RAY_PORT" in text, text
+    assert "Ray did not start" in text and "Traceback" not in text, text
+    assert time.time() - started < 30, "not Ray's own retries (40 s) nor the start-up timeout (180 s)"
+    assert not (tmp_path / "runs").exists() and not ray_processes(f"/tmp/gsslurm3{os.getpid()}")

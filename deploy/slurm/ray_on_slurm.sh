@@ -68,13 +68,19 @@ ros_start_ray() {
     export RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"
     ROS_ADDRESS="$ip:$port"
     ROS_NODE_COUNT=${#nodes[@]}
+    # the batch shell runs on the first node: a port another program holds would cost Ray's own
+    # 40 s of retries and a traceback before it fails
+    if ! "$py" -c 'import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2])))' "$ip" "$port" 2>/dev/null; then
+        ros_say "port $port on $ip (the Ray head's) is taken by another program; set GATESWEEP_RAY_PORT to a free one"
+        return 1
+    fi
     ros_say "Ray head on $head ($ROS_ADDRESS, $cpus CPU, $gpus GPU); ${#nodes[@]} node(s): ${nodes[*]}"
     # --overlap: the Ray steps share the allocation with the batch step that runs gatesweep
     srun --overlap --nodes=1 --ntasks=1 -w "$head" --kill-on-bad-exit=0 \
         "$py" -c "$ROS_RAY_MAIN" start --head --block --node-ip-address "$ip" --port "$port" \
         --num-cpus "$cpus" --num-gpus "$gpus" --include-dashboard false --temp-dir "$temp" --disable-usage-stats &
     ROS_PIDS+=($!)
-    ros_wait_nodes 1 "${GATESWEEP_RAY_START_TIMEOUT:-180}" || return 1
+    ros_wait_nodes 1 "${GATESWEEP_RAY_START_TIMEOUT:-180}" "$!" || return 1
     local node wip
     for node in "${nodes[@]:1}"; do
         wip=$(ros_node_ip "$node")
@@ -86,14 +92,29 @@ ros_start_ray() {
 }
 
 ros_wait_nodes() {
-    local want=$1 secs=$2
-    RAY_ADDRESS="$ROS_ADDRESS" "$(ros_python)" - "$want" "$secs" <<'PY'
+    local want=$1 secs=$2 head_pid=${3:-0}
+    RAY_ADDRESS="$ROS_ADDRESS" "$(ros_python)" - "$want" "$secs" "$head_pid" <<'PY'
 import os, sys, time
-want, secs = int(sys.argv[1]), float(sys.argv[2])
+want, secs, head_pid = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+
+
+def head_gone() -> bool:
+    """The head's srun has exited (a zombie until the batch shell reaps it)."""
+    try:
+        with open(f"/proc/{head_pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 address = os.environ.pop("RAY_ADDRESS")
 deadline, alive, err = time.time() + secs, 0, "no answer"
 import ray
 while time.time() < deadline:
+    time.sleep(1)
+    if head_pid and head_gone():
+        print(f"gatesweep.sbatch: the Ray head exited before it answered at {address} (its lines are above)", file=sys.stderr)
+        sys.exit(1)
     try:
         if not ray.is_initialized():
             ray.init(address=address, log_to_driver=False, logging_level="ERROR")
@@ -103,7 +124,6 @@ while time.time() < deadline:
             sys.exit(0)
     except Exception as e:  # the head is still starting (ray.init raises several kinds)
         err = (str(e).splitlines() or [type(e).__name__])[0][:200]
-    time.sleep(1)
 print(f"gatesweep.sbatch: {alive} of {want} Ray node(s) joined {address} within {secs:g} s ({err})", file=sys.stderr)
 sys.exit(1)
 PY
