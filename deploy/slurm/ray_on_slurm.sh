@@ -4,7 +4,8 @@
 #   ros_node_ip NODE       the address Slurm has for NODE (its NodeAddr), else what NODE resolves to
 #   ros_start_ray          a Ray head on the first node, a Ray worker on each other node (srun),
 #                          with the CPUs and GPUs Slurm gave each node; sets ROS_ADDRESS (HEAD:PORT)
-#   ros_wait_nodes N SECS  until N Ray nodes are alive (status 1 on a timeout, naming what joined)
+#   ros_wait_nodes N SECS [HEAD_PID]  until N Ray nodes are alive (status 1 on a timeout, naming what
+#                          joined, or at once when the head's srun HEAD_PID exited)
 #   ros_stop_ray           stops every Ray process these functions started (by pid)
 #
 # Settings (environment):
