@@ -190,6 +190,27 @@ class Slurm:
         raise TimeoutError(f"job {job_id} not in {states} after {timeout:.0f} s: {job}")
 
     def stop(self) -> None:
+        """Stop every process of this Slurm by pid: its jobs' (slurmstepd detaches from slurmd, and
+        a job's processes can outlive it), found by the SLURM_CONF they inherit, then the daemons."""
+        import psutil
+
+        daemons = {p.pid for p in self.procs.values()}
+        mine = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid not in daemons and proc.pid != os.getpid() and proc.environ().get("SLURM_CONF") == str(self.conf):
+                    mine.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        for proc in mine:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(mine, timeout=10)
+        self._stop_daemons()
+
+    def _stop_daemons(self) -> None:
         for name in [*(f"slurmd-{n}" for n in self.nodes), "slurmctld", "munged"]:
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
