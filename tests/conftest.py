@@ -193,3 +193,20 @@ def pg_auth_tracking_server(postgres, s3, tmp_path):
     t.server.start()
     yield t
     t.server.stop()
+
+
+# --- Slurm (tests/services/slurm.py): a real one-node slurmctld + slurmd + munged -------------
+
+
+@pytest.fixture
+def slurm(tmp_path_factory):
+    """A one-node Slurm on 127.0.0.1, configured in a temporary folder, its daemons stopped by pid
+    afterwards; skipped (saying why) where slurm-wlm and munge are not installed."""
+    from tests.services.slurm import Slurm, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    cluster = Slurm(tmp_path_factory.mktemp("slurm", numbered=True)).start()
+    yield cluster
+    cluster.stop()
