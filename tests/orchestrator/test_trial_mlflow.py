@@ -116,5 +116,5 @@ def test_run_params_leave_out_the_gate_fields_that_do_not_apply_and_runs_say_the
     assert g1["model.gate.granularity"] == "headwise" and g1["model.gate.activation"] == "sigmoid"
     g5 = params({"position": "G5", "input_dependent": False})
     assert "model.gate.granularity" not in g5 and "model.gate.init_std" not in g5 and g5["model.gate.input_dependent"] is False
-    ctx = SimpleNamespace(run_dir=tmp_path, tags={})
+    ctx = SimpleNamespace(run_dir=tmp_path, remote_dir=None, tags={})
     assert run_tags(cfg(), ctx)[names.KIND_TAG] == names.TRIAL_KIND

@@ -133,6 +133,7 @@ def test_mlflow_logging_opens_the_run_logs_points_and_records_the_ending(tmp_pat
     cfg, seen = config(), []
     ctx = SimpleNamespace(
         run_dir=tmp_path,
+        remote_dir=None,
         tracking_uri=tracking_uri,
         experiment="cb",
         run_id=None,
