@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.storage.remote import pid_alive
 from orchestrator.tracking import names
 
 from . import html as html_report
@@ -163,21 +164,11 @@ def _stage(out: Path) -> tuple[Path, bool]:
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob(STAGE_PREFIX + "*"):
             pid = old.name[len(STAGE_PREFIX) :].split("-", 1)[0]
-            if old.is_dir() and pid.isdigit() and not _alive(int(pid)):
+            if old.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(old, ignore_errors=True)
         return Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out)), created
     except OSError as err:
         raise StoreError(f"--out: {out} cannot be written ({err.strerror or err})") from None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _commit(stage: Path, out: Path, names: list[str]) -> None:
