@@ -109,7 +109,7 @@ class Comparison:
     interactions: list = field(default_factory=list)
     """`dashboards.interactions.Interaction`s: each arm's Δ at every level of each other axis."""
     ladder: Any = None
-    """A ladder sweep's fits and multipliers (`dashboards.ladder.Ladder`), set by the report."""
+    """A ladder sweep's fits and multipliers (`orchestrator.ladder.section.LadderReport`), set by the report."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

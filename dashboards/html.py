@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import ladder
 from .cells import (
     DASH,
     axis_headers,
@@ -293,12 +294,11 @@ def _plots(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
 
 
 def _ladder(comp: Comparison, heads: dict, plots: Plots) -> list[str]:
-    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder`)."""
     if comp.ladder is None:
         return []
-    from .ladder_tables import ladder_html
 
-    return ladder_html(comp.ladder, esc)
+    return ladder.html(comp.ladder, esc)
 
 
 HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [

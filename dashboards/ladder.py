@@ -1,42 +1,38 @@
-"""A ladder sweep's scaling analysis: per arm, the held-out loss against training compute fitted as
-L(C) = E + A·C^(−α) (`orchestrator.scaling`), each arm's effective-compute multiplier against the
-baseline at every rung and at a target compute, the verdicts, and the sink metrics per rung.
+"""A ladder sweep in the report: the comparison's rows as the ladder's records, analysed and laid
+out by `orchestrator.ladder` (one definition of arm, baseline and rung for the report and the
+driver's promotion), written here in each format and drawn as plots.
 
 An **arm** is a configuration without its rung: the rows of the comparison that differ only in
-`ladder.rung`. The **baseline arm** is the comparison's baseline (no gate, softmax attention, and
-`--baseline AXIS=VALUE`). Every run's compute is its own `train_flops` (what its variant adds per
-token included); rungs are ordered by the baseline's compute.
-
-Verdicts say plainly what the intervals allow: `helps` when the multiplier's 95% interval lies
-above 1, `hurts` below 1, `undecided` when it contains 1, `too wide to decide` when its high end
-is more than `WIDE` times its low end (or infinite); a target more than `EXTRAPOLATION` times
-beyond the largest rung's compute is flagged as an extrapolation. No number is made up: an arm
-that cannot be fitted gets its reason instead.
-"""
+`ladder.rung`; the **baseline arm** is chosen by `orchestrator.ladder.runs.baseline_of` (no gate,
+softmax attention, the first such arm in the sweep's order; `--baseline AXIS=VALUE` in the keys of
+the sweep file picks another, e.g. the parameter-matched one). Every run's compute is its own
+`train_flops` (what its variant adds per token included); a run trained with a WSD-S schedule
+adds the points it read at the bottom of each earlier decay (`wsd/<i>/...`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from orchestrator import metrics as registry
-from orchestrator.scaling import BOOTSTRAP, Interval, LadderFit, NoFit, Points, fit_ladder
+from orchestrator import plots
+from orchestrator.ladder import section as sec
+from orchestrator.ladder.answers import REPLICATES
+from orchestrator.ladder.runs import RUNG_AXIS, Arm, Run, baseline_of, describe, run_from_metrics, unknown_keys
+from orchestrator.ladder.section import LadderReport, Lines, Table
 
 from .comparison import Comparison, Row
-from .records import finite
+from .records import StoreError, finite
 
-RUNG_AXIS = "ladder.rung"
 COMPUTE = registry.get("train_flops").name
 FIT_METRICS = ("val_loss", "val_bpb")
 """Fitted when the runs logged them: the held-out loss, and bits per byte (comparable across tokenizers)."""
-TREND_METRICS = ("first_token_attn", "sink_ratio", "max_activation", "gate_score_mean")
-WIDE = 10.0
-"""An interval whose high end is more than this many times its low end is too wide to decide."""
-EXTRAPOLATION = 10.0
-"""A target beyond this many times the largest rung's compute is an extrapolation, said so."""
 TARGET_TOKENS = 4e11
 TARGET_PRESET = "dense-1.7b"
 TARGET_SEQ = 4096
+LADDER_FITS, LADDER_MULTIPLIERS, LADDER_TRENDS = "ladder_fits.png", "ladder_multipliers.png", "ladder_trends.png"
+PLOTS = (LADDER_FITS, LADDER_MULTIPLIERS, LADDER_TRENDS)
 
 
 def default_target() -> tuple[float, str]:
@@ -48,209 +44,100 @@ def default_target() -> tuple[float, str]:
     return flops, f"{TARGET_PRESET} x 400B tokens (the paper's dense model)"
 
 
-@dataclass
-class Arm:
-    label: str
-    axes: dict[str, str]
-    rows: list[Row]
-    """Its rows, smallest rung first."""
-    is_baseline: bool = False
+def file_settings(doc: object) -> tuple[float | None, dict[str, str]]:
+    """The sweep file's `ladder.margin` and `ladder.promote.baseline` (the report's defaults, so the
+    report judges against the baseline the driver promoted against); a malformed part is ignored."""
+    lad = doc.get("ladder") if isinstance(doc, dict) else None
+    if not isinstance(lad, dict):
+        return None, {}
+    margin = lad.get("margin")
+    margin = float(margin) if isinstance(margin, (int, float)) and not isinstance(margin, bool) and 0 < margin < 10 else None
+    promote = lad.get("promote")
+    base = promote.get("baseline") if isinstance(promote, dict) else None
+    return margin, ({str(k): str(v) for k, v in base.items()} if isinstance(base, dict) else {})
 
 
-@dataclass
-class MetricFit:
-    """The fits of one metric."""
-
-    metric: str
-    fit: LadderFit | None
-    no_fit: str = ""
-    """Why there is no fit ("" when there is one)."""
-    verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
-    """arm -> rung (or "target") -> helps / hurts / undecided / too wide to decide."""
-
-
-@dataclass
-class Ladder:
-    """What a report shows of a ladder sweep."""
-
-    arms: list[Arm]
-    baseline: str
-    """The baseline arm's label."""
-    rungs: list[str]
-    """Rung names, smallest compute first."""
-    compute: dict[str, dict[str, float]]
-    """arm -> rung -> training FLOPs (mean over its finished runs)."""
-    fits: list[MetricFit]
-    target: float
-    target_label: str
-    beyond: float
-    """How many times the target lies beyond the largest rung's compute."""
-    shared_e: bool
-    replicates: int
-    bootstrap: str
-    """How the bootstrap redraws: `residuals` (the default) or `seeds` (orchestrator.scaling)."""
-    trends: dict[str, dict[str, dict[str, tuple[float, float | None, int]]]]
-    """metric -> arm -> rung -> (mean, std or None, n) over finished seeds."""
-    runs: dict[str, dict[str, tuple[int, int]]]
-    """arm -> rung -> (finished runs, runs in all)."""
-    notes: list[str] = field(default_factory=list)
-
-    def fit_of(self, metric: str) -> MetricFit | None:
-        return next((f for f in self.fits if f.metric == metric), None)
-
-
-def verdict(iv: Interval) -> str:
-    lo, hi = iv.low, iv.high
-    if not (isinstance(lo, float) and isinstance(hi, float)) or math.isnan(lo) or math.isnan(hi):
-        return "no interval"
-    if math.isinf(hi) or (lo > 0 and hi / lo > WIDE) or lo <= 0:
-        return "too wide to decide"
-    if lo > 1:
-        return "helps"
-    if hi < 1:
-        return "hurts"
-    return "undecided"
-
-
-def _arms(comp: Comparison) -> list[Arm]:
+# ---- the comparison as records ---------------------------------------------------------------------------
+def arms_of(comp: Comparison) -> list[tuple[Arm, list[Row]]]:
+    """The arms in the sweep's order, each with its rows (one per rung)."""
     others = [a for a in comp.axes if a != RUNG_AXIS]
-    groups: dict[tuple, Arm] = {}
+    groups: dict[tuple, tuple[Arm, list[Row]]] = {}
     for row in comp.rows:
         key = tuple(row.axes[a] for a in others)
-        arm = groups.get(key)
-        if arm is None:
-            arm = groups[key] = Arm(row.label(others) if others else "all runs", {a: row.axes[a] for a in others}, [])
-        arm.rows.append(row)
-        arm.is_baseline = arm.is_baseline or row.is_baseline
+        if key not in groups:
+            label = row.label(others) if others else "all runs"
+            run = next(iter(row.counted.values()), None) or next(iter(row.live_runs()), None)
+            config = dict(run.params) if run is not None else {}
+            groups[key] = (Arm(label, {a: row.axes[a] for a in others}, config), [])
+        groups[key][1].append(row)
     return list(groups.values())
 
 
-def _baseline_arm(arms: list[Arm]) -> Arm | None:
-    """The arm the others are compared with: the one whose rows are the other rows' baselines
-    (with a parameter-matched arm, two arms have no gate; the report's baseline rule picks one)."""
-    refs: dict[int, int] = {}
-    for arm in arms:
-        for row in arm.rows:
-            if row.baseline is not None:
-                refs[id(row.baseline)] = refs.get(id(row.baseline), 0) + 1
-    scored = [(sum(refs.get(id(r), 0) for r in a.rows), i, a) for i, a in enumerate(arms) if a.is_baseline]
-    if not scored:
-        return None
-    return max(scored, key=lambda t: (t[0], -t[1]))[2]
-
-
-def _mean(values: list[float]) -> float:
-    return math.fsum(values) / len(values)
+def runs_of(arm: Arm, rows: list[Row], metric: str) -> list[Run]:
+    out = []
+    for row in rows:
+        for seed, rec in row.counted.items():
+            label = "|".join(str(s) for s in seed) if isinstance(seed, tuple) else str(seed)
+            out.append(run_from_metrics(arm.label, row.axes[RUNG_AXIS], label, rec.metrics, metric))
+    return out
 
 
 def analyse(
-    comp: Comparison, *, target: float | None = None, shared_e: bool = False, replicates: int = BOOTSTRAP, bootstrap: str = "residuals"
-) -> Ladder | None:
-    """The ladder analysis of a comparison whose axes include `ladder.rung` (None otherwise)."""
+    comp: Comparison,
+    *,
+    target: float | None = None,
+    baseline: Mapping[str, str] | None = None,
+    margin: float | None = None,
+    replicates: int = REPLICATES,
+) -> LadderReport | None:
+    """The ladder section of a comparison whose axes include `ladder.rung` (None otherwise).
+    StoreError when `baseline` names a key or value no arm has."""
     if RUNG_AXIS not in comp.axes:
         return None
     target_label = "given on the command line"
     if target is None:
         target, target_label = default_target()
-    arms = _arms(comp)
-    notes: list[str] = []
-    base = _baseline_arm(arms)
-    compute: dict[str, dict[str, float]] = {}
-    runs: dict[str, dict[str, tuple[int, int]]] = {}
-    for arm in arms:
-        compute[arm.label], runs[arm.label] = {}, {}
-        for row in arm.rows:
+    groups = arms_of(comp)
+    arms = [a for a, _ in groups]
+    want = dict(baseline or {})
+    missing = unknown_keys(arms, want)
+    if missing:
+        raise StoreError(f"--baseline {missing[0]}: no arm of this ladder has it; its arms have {describe(arms)}")
+    base = baseline_of(arms, want)
+    if want and base is None:
+        raise StoreError(f"--baseline {', '.join(f'{k}={v}' for k, v in want.items())}: no arm has these values; its arms have {describe(arms)}")
+    notes, counts = [], {}
+    for arm, rows in groups:
+        counts[arm.label] = {}
+        for row in rows:
             rung = row.axes[RUNG_AXIS]
-            flops = [r.metrics[COMPUTE] for r in row.counted.values() if finite(r.metrics.get(COMPUTE))]
-            if flops:
-                compute[arm.label][rung] = _mean(flops)
-            runs[arm.label][rung] = (row.n, len(row.live_runs()))
-            missing = row.n - len(flops)
-            if missing:
-                notes.append(f"{arm.label} at {rung}: {missing} finished run(s) logged no {COMPUTE} and are left out of the fits")
+            counts[arm.label][rung] = (row.n, len(row.live_runs()))
+            no_flops = sum(1 for r in row.counted.values() if not finite(r.metrics.get(COMPUTE)))
+            if no_flops:
+                notes.append(f"{arm.label} at {rung}: {no_flops} finished run(s) logged no {COMPUTE} and are left out of the fits")
             if row.n < len(row.live_runs()):
                 notes.append(f"{arm.label} at {rung}: the fits use the {row.n} of {len(row.live_runs())} seeds that finished")
-    order_from = compute[base.label] if base is not None else {}
-    rung_names = sorted({row.axes[RUNG_AXIS] for row in comp.rows}, key=lambda r: (order_from.get(r, math.inf), r))
-    for arm in arms:
-        arm.rows.sort(key=lambda row: rung_names.index(row.axes[RUNG_AXIS]))
-    largest = max((c for per in compute.values() for c in per.values()), default=math.nan)
-    smallest = min((c for per in compute.values() for c in per.values()), default=math.nan)
-    if math.isfinite(smallest) and target < smallest:
-        notes.append(
-            f"the target ({target:.3g} FLOPs) lies below the smallest rung ({smallest:.3g}): its multiplier is an extrapolation downwards"
-        )
-    ladder = Ladder(
-        arms=arms,
-        baseline=base.label if base is not None else "",
-        rungs=rung_names,
-        compute=compute,
-        fits=[],
-        target=target,
-        target_label=target_label,
-        beyond=target / largest if largest and math.isfinite(largest) else math.nan,
-        shared_e=shared_e,
-        replicates=replicates,
-        bootstrap=bootstrap,
-        trends=_trends(arms),
-        runs=runs,
-        notes=notes,
-    )
-    for metric in FIT_METRICS:
-        if not any(finite(r.metrics.get(metric)) for row in comp.rows for r in row.counted.values()):
-            continue
-        ladder.fits.append(_fit_metric(ladder, metric, shared_e, replicates, bootstrap))
-    return ladder
+    fitted = {
+        m: [r for arm, rows in groups for r in runs_of(arm, rows, m)]
+        for m in FIT_METRICS
+        if any(finite(r.metrics.get(m)) for row in comp.rows for r in row.counted.values())
+    }
+    return sec.build(
+        fitted, arms, base, target=target, target_label=target_label, margin=margin, replicates=replicates,
+        trends=_trends(groups), counts=counts, notes=notes,
+    )  # fmt: skip
 
 
-def _points(arm: Arm, metric: str) -> Points:
-    rows = []
-    for row in arm.rows:
-        for seed, run in row.counted.items():
-            c, loss = run.metrics.get(COMPUTE), run.metrics.get(metric)
-            if finite(c) and finite(loss):
-                rows.append((float(c), float(loss), row.axes[RUNG_AXIS], seed))
-    return Points.of(rows)
-
-
-def _fit_metric(ladder: Ladder, metric: str, shared_e: bool, replicates: int, bootstrap: str) -> MetricFit:
-    if not ladder.baseline:
-        return MetricFit(metric, None, "no baseline arm (no gate, softmax attention) in this sweep")
-    points = {arm.label: _points(arm, metric) for arm in ladder.arms}
-    diverged = [
-        f"{arm.label} at {row.axes[RUNG_AXIS]}"
-        for arm in ladder.arms
-        for row in arm.rows
-        if any(not finite(r.metrics.get(metric)) for r in row.counted.values())
-    ]
-    try:
-        fit = fit_ladder(points, ladder.baseline, target=ladder.target, shared_e=shared_e, replicates=replicates, method=bootstrap)
-    except NoFit as err:
-        return MetricFit(metric, None, str(err))
-    if diverged:
-        fit.notes.append(f"non-finite {metric} left out: {', '.join(diverged)}")
-    from orchestrator.scaling import ALPHA_MAX
-
-    for arm, law in fit.laws.items():
-        if law.alpha > 0.99 * ALPHA_MAX or law.alpha < 1e-3:
-            fit.notes.append(f"{arm}: the fitted alpha ({law.alpha:.3g}) sits at its bound; the law is not pinned by these rungs")
-    out = MetricFit(metric, fit)
-    for arm, per in fit.multipliers.items():
-        out.verdicts[arm] = {rung: verdict(iv) for rung, iv in per.items()}
-        out.verdicts[arm]["target"] = verdict(fit.target[arm])
-    return out
-
-
-def _trends(arms: list[Arm]) -> dict[str, dict[str, dict[str, tuple[float, float | None, int]]]]:
-    out: dict[str, dict[str, dict[str, tuple[float, float | None, int]]]] = {}
-    for metric in TREND_METRICS:
-        per_arm: dict[str, dict[str, tuple[float, float | None, int]]] = {}
-        for arm in arms:
-            for row in arm.rows:
+def _trends(groups: list[tuple[Arm, list[Row]]]) -> dict:
+    out: dict = {}
+    for metric in sec.TREND_METRICS:
+        per_arm: dict = {}
+        for arm, rows in groups:
+            for row in rows:
                 vals = [r.metrics[metric] for r in row.counted.values() if finite(r.metrics.get(metric))]
                 if not vals:
                     continue
-                mean = _mean(vals)
+                mean = math.fsum(vals) / len(vals)
                 std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else None
                 per_arm.setdefault(arm.label, {})[row.axes[RUNG_AXIS]] = (mean, std, len(vals))
         if per_arm:
@@ -258,11 +145,147 @@ def _trends(arms: list[Arm]) -> dict[str, dict[str, dict[str, tuple[float, float
     return out
 
 
-def target_text(ladder: Ladder) -> str:
-    beyond = ladder.beyond
-    far = (
-        f"; {beyond:.3g}x beyond the largest rung: an extrapolation, not a measurement"
-        if math.isfinite(beyond) and beyond > EXTRAPOLATION
-        else ""
-    )
-    return f"target {ladder.target:.3g} FLOPs ({ladder.target_label}){far}"
+# ---- the formats ------------------------------------------------------------------------------------------
+def _grid(head: list[str], body: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in body]
+    return lines
+
+
+def terminal(rep: LadderReport) -> str:
+    lines = ["", *sec.header_lines(rep)]
+    for part in sec.parts(rep):
+        lines += ["", part.title]
+        if isinstance(part, Table):
+            lines += _grid(part.head, part.rows)
+            if part.legend:
+                lines.append(f"  ({part.legend})")
+        else:
+            lines += [f"  {x}" for x in part.lines]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(rep: LadderReport) -> str:
+    lines = ["", "## Scaling ladder", "", *sec.header_lines(rep)]
+    for part in sec.parts(rep):
+        lines += ["", f"### {part.title}", ""]
+        if isinstance(part, Table):
+            lines += ["| " + " | ".join(_md(h) for h in part.head) + " |", "|" + "---|" * len(part.head)]
+            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in part.rows]
+            if part.legend:
+                lines += ["", f"*{part.legend}*"]
+        else:
+            lines += [f"- {x}" for x in part.lines]
+    return "\n".join(lines) + "\n"
+
+
+def latex(rep: LadderReport, tex: Callable[[str], str]) -> str:
+    """Every table as a booktabs table (`tex` escapes text); the lines as comments."""
+    out = []
+    for part in sec.parts(rep):
+        if isinstance(part, Lines):
+            out += [f"% {tex(part.title)}: {tex(x)}" for x in part.lines] + [""]
+            continue
+        out += [
+            "\\begin{table}[t]",
+            "\\centering",
+            f"\\caption{{{tex(part.title)}}}",
+            "\\begin{tabular}{l" + "r" * (len(part.head) - 1) + "}",
+            "\\toprule",
+            " & ".join(tex(h) for h in part.head) + " \\\\",
+            "\\midrule",
+            *[" & ".join(tex(c) for c in row) + " \\\\" for row in part.rows],
+            "\\bottomrule",
+            "\\end{tabular}",
+            *([f"\\par\\footnotesize {tex(part.legend)}"] if part.legend else []),
+            "\\end{table}",
+            "",
+        ]
+    return "\n".join(out) + "\n"
+
+
+def html(rep: LadderReport, esc: Callable[[object], str]) -> list[str]:
+    out = ['<section id="ladder"><h2>Scaling ladder</h2>', *[f"<p>{esc(x)}</p>" for x in sec.header_lines(rep)]]
+    for part in sec.parts(rep):
+        out.append(f"<h3>{esc(part.title)}</h3>")
+        if isinstance(part, Table):
+            out.append('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in part.head) + "</tr></thead><tbody>")
+            out += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in part.rows]
+            out.append("</tbody></table></div>")
+            if part.legend:
+                out.append(f'<p class="legend">{esc(part.legend)}</p>')
+        else:
+            out.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in part.lines) + "</ul>")
+    out.append("</section>")
+    return out
+
+
+def json_doc(rep: LadderReport) -> dict:
+    return sec.document(rep)
+
+
+# ---- plots --------------------------------------------------------------------------------------------------
+def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
+    """Loss against compute with the laws, the multipliers with their bands, the sink trends."""
+    made: list[tuple[Path, str]] = []
+    order = sorted(rep.arms, key=lambda a: a.label != rep.baseline)
+    an = rep.analyses[0] if rep.analyses else None
+    if an is not None:
+        arms = []
+        for arm in order:
+            pts = [(c.compute, c.loss) for c in an.cells if c.arm == arm.label]
+            res = an.arms.get(arm.label)
+            law = res.law if res is not None else None
+            curve = None
+            if law is not None and an.form == "L(C)":
+                curve = (law.E, law.A[0], law.alpha)
+            arms.append(plots.LadderArm(arm.label, pts, curve))
+        made.append(
+            (
+                plots.ladder_fits(arms, rep.target, out / LADDER_FITS, an.metric, f"{an.metric} against training compute"),
+                f"{an.metric} of every cell (an arm at a rung{', and at each WSD-S decay' if an.form == 'L(N, D)' else ''}; geometric "
+                f"mean over seeds) against its training FLOPs (log-log), one colour per arm"
+                + ("; lines: each arm's fitted L(C) = E + A·C^-α" if an.form == "L(C)" else "")
+                + f"; {sec.target_text(rep, an)}",
+            )
+        )
+        series = []
+        for arm in order:
+            res = an.arms.get(arm.label)
+            if res is None or arm.label == an.baseline:
+                continue
+            rungs = [r for r in an.rungs if r in res.rungs and r in an.compute.get(arm.label, {})]
+            series.append((arm.label, [an.compute[arm.label][r] for r in rungs], *([getattr(res.rungs[r], k) for r in rungs] for k in ("value", "low", "high"))))
+        if series:
+            made.append(
+                (
+                    plots.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {an.baseline}"),
+                    f"Each arm's anchored effective-compute multiplier against {an.baseline} at its rungs ({an.metric}), with its 95% "
+                    "band (paired bootstrap over seeds); above the dashed 1 the arm is worth more compute than it costs.",
+                )
+            )
+    panels = []
+    for metric in sec.TREND_METRICS:
+        per_arm = rep.trends.get(metric)
+        if not per_arm or an is None:
+            continue
+        arms_series = []
+        for arm in order:
+            v = per_arm.get(arm.label, {})
+            rungs = [r for r in an.rungs if r in v and r in an.compute.get(arm.label, {})]
+            arms_series.append((arm.label, [an.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs]))
+        panels.append((metric, arms_series))
+    if panels:
+        made.append(
+            (
+                plots.ladder_trends(panels, out / LADDER_TRENDS),
+                "The sink metrics at each rung (mean ± std over seeds) against compute: does the baseline's sink grow with "
+                "scale, and does the gated arm's stay away?",
+            )
+        )
+    return made

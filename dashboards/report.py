@@ -33,7 +33,8 @@ from . import html as html_report
 from . import tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
-from .ladder import RUNG_AXIS, analyse
+from . import ladder
+from .ladder import RUNG_AXIS
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting
 from .report_json import report_json
@@ -80,9 +81,8 @@ def build_report(
     log: bool = True,
     progress: Callable[[str], None] | None = None,
     target_flops: float | None = None,
-    shared_e: bool = False,
+    margin: float | None = None,
     ladder_replicates: int | None = None,
-    bootstrap: str = "residuals",
 ) -> Report:
     """Read sweep `name` (its newest launch, or `parent_id`) from the store at `uri` and write
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
@@ -99,7 +99,10 @@ def build_report(
     if RUNG_AXIS in comp.axes:
         t = time.perf_counter()
         kw = {} if ladder_replicates is None else {"replicates": ladder_replicates}
-        comp.ladder = analyse(comp, target=target_flops, shared_e=shared_e, bootstrap=bootstrap, **kw)
+        file_margin, file_baseline = ladder.file_settings(sweep.sweep_file)
+        comp.ladder = ladder.analyse(
+            comp, target=target_flops, baseline=baseline or file_baseline, margin=margin if margin is not None else file_margin, **kw
+        )
         timings["ladder"] = time.perf_counter() - t
         say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
@@ -298,92 +301,10 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         )
 
     if comp.ladder is not None:
-        made += ladder_plots(comp.ladder, out)
+        made += ladder.draw(comp.ladder, out)
     made += _axis_plots(comp, out, plots)
     made += _interaction_plots(comp, out, plots)
     return made
-
-
-def ladder_plots(ladder, out: Path) -> list[tuple[Path, str]]:
-    """Loss against compute with the fits, the multipliers with their bands, the sink trends."""
-    from orchestrator import plots
-
-    from .ladder import TREND_METRICS
-
-    made: list[tuple[Path, str]] = []
-    order = sorted(ladder.arms, key=lambda a: not a.is_baseline)
-    mf = ladder.fits[0] if ladder.fits else None
-    if mf is not None:
-        arms = []
-        for arm in order:
-            points = [
-                (r.metrics["train_flops"], r.metrics[mf.metric])
-                for row in arm.rows
-                for r in row.counted.values()
-                if finite(r.metrics.get("train_flops")) and finite(r.metrics.get(mf.metric))
-            ]
-            law = mf.fit.laws.get(arm.label) if mf.fit is not None else None
-            arms.append(plots.LadderArm(arm.label, points, (law.E, law.A, law.alpha) if law else None))
-        made.append(
-            (
-                plots.ladder_fits(arms, ladder.target, out / LADDER_FITS, mf.metric, f"{mf.metric} against training compute"),
-                f"{mf.metric} of every finished run against its training FLOPs (log-log), one colour per arm; lines: each arm's "
-                f"fitted L(C) = E + A·C^-α"
-                + ("" if mf.fit is not None else f" (no fit: {mf.no_fit})")
-                + f"; {ladder_target_caption(ladder)}",
-            )
-        )
-        if mf.fit is not None and mf.fit.multipliers:
-            series = []
-            for arm in order:
-                per = mf.fit.multipliers.get(arm.label)
-                if per is None:
-                    continue
-                rungs = [r for r in ladder.rungs if r in per and r in ladder.compute[arm.label]]
-                series.append(
-                    (
-                        arm.label,
-                        [ladder.compute[arm.label][r] for r in rungs],
-                        [per[r].value for r in rungs],
-                        [per[r].low for r in rungs],
-                        [per[r].high for r in rungs],
-                    )
-                )
-            made.append(
-                (
-                    plots.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {ladder.baseline}"),
-                    f"Each arm's effective-compute multiplier against {ladder.baseline} at its rungs ({mf.metric}), with its 95% "
-                    "bootstrap band over seeds; above the dashed 1 the arm is worth more compute than it costs.",
-                )
-            )
-    panels = []
-    for metric in TREND_METRICS:
-        per_arm = ladder.trends.get(metric)
-        if not per_arm:
-            continue
-        arms_series = []
-        for arm in order:
-            v = per_arm.get(arm.label, {})
-            rungs = [r for r in ladder.rungs if r in v and r in ladder.compute[arm.label]]
-            arms_series.append(
-                (arm.label, [ladder.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs])
-            )
-        panels.append((metric, arms_series))
-    if panels:
-        made.append(
-            (
-                plots.ladder_trends(panels, out / LADDER_TRENDS),
-                "The sink metrics at each rung (mean ± std over seeds) against compute: does the baseline's sink grow with "
-                "scale, and does the gated arm's stay away?",
-            )
-        )
-    return made
-
-
-def ladder_target_caption(ladder) -> str:
-    from .ladder import target_text
-
-    return target_text(ladder)
 
 
 def _safe(axis: str) -> str:

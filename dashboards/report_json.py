@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any
 
+from . import ladder
 from .comparison import Comparison, Row
 from .seedstats import Delta, Stat
 
@@ -102,9 +103,8 @@ def report_document(comp: Comparison) -> dict:
         "ladder": None,
     }
     if getattr(comp, "ladder", None) is not None:
-        from .ladder_tables import ladder_json
 
-        doc["ladder"] = ladder_json(comp.ladder)
+        doc["ladder"] = ladder.json_doc(comp.ladder)
     return _clean(doc)
 
 

@@ -3,6 +3,7 @@ bold and "--" where a metric does not apply, then the deltas against the baselin
 
 from __future__ import annotations
 
+from . import ladder
 from .cells import axis_headers, delta_text, p_text
 from .comparison import Comparison
 from .metrics import axis_text, decimals, fmt
@@ -112,7 +113,6 @@ def latex(comp: Comparison) -> str:
             len(comp.axes),
         )
     if comp.ladder is not None:
-        from .ladder_tables import ladder_latex
 
-        lines += ["", ladder_latex(comp.ladder, tex)]
+        lines += ["", ladder.latex(comp.ladder, tex)]
     return "\n".join(lines) + "\n"

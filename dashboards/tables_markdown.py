@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from orchestrator.printable import markdown_cell
 
+from . import ladder
 from .cells import (
     BEST_TEXT,
     DASH,
@@ -170,12 +171,11 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
 
 
 def md_ladder(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
-    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder_tables`)."""
+    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder`)."""
     if comp.ladder is None:
         return []
-    from .ladder_tables import ladder_markdown
 
-    return ladder_markdown(comp.ladder).strip("\n").splitlines()
+    return ladder.markdown(comp.ladder).strip("\n").splitlines()
 
 
 def md_plots(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:

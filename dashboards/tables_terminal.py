@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from orchestrator.printable import terminal as printable
 
+from . import ladder
 from .cells import DASH, axis_headers, delta_text, header_lines, interaction_cells, interaction_title, mean_std, p_text, seeds_cell
 from .comparison import Comparison
 from .metrics import axis_text, fmt
@@ -123,9 +124,8 @@ def terminal(comp: Comparison, width: int = 100) -> str:
 
     lines += _problem_lines(comp, width)
     if comp.ladder is not None:
-        from .ladder_tables import ladder_terminal
 
-        lines.append(ladder_terminal(comp.ladder))
+        lines.append(ladder.terminal(comp.ladder))
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,9 @@ named `<task>/<metric>` as the harness names them). Families (`ruler_avg/<length
 `hellaswag/<metric>`, ...) are registered once by their prefix; a per-layer breakdown
 `<metric>/layer_<i>` inherits its metric's entry, and a harness standard error
 `<metric>_stderr` its metric's, with no better direction. `eval_time_s/<benchmark>` are the
-evaluations' timings and `system/<...>` MLflow's own system metrics (sampled while a trial runs).
+evaluations' timings, `system/<...>` MLflow's own system metrics (sampled while a trial runs), and
+`wsd/<i>/<name>` the points a WSD-S schedule reads at the bottom of each decay but the last
+(`val_loss`, `val_bpb`, `tokens`, `train_flops`).
 
 Adding a metric: the probe that computes it, plus one `Metric(...)` line in `REGISTRY`.
 """
@@ -157,6 +159,7 @@ REGISTRY: tuple[Metric, ...] = (
     *(_m(f"{task}_bpb/", f"{task} bpb", "min", "end", needs="tasks", prefix=True) for task in HARNESS_BPB_TASKS),
     _m("mmlu_", "MMLU", "max", "end", needs="tasks", prefix=True),
     _m("harness/", "harness", None, "end", needs="tasks", prefix=True),
+    _m("wsd/", "WSD-S point", None, "end", prefix=True),
     _m("ruler_avg/", "RULER", "max", "end", "headline", needs="ruler", paper="RULER", prefix=True),
     _m("ruler/", "RULER", "max", "end", needs="ruler", prefix=True),
     _m("ppl/", "PPL", "min", "end", needs="ppl", prefix=True),

@@ -38,7 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def trial_costs(config):
     """`gatedmodels.costs.ModelCosts` of a trial's model with the vocabulary its tokenizer will have."""
     from gatedmodels.costs import model_costs
-    from orchestrator.spec.ladder import expected_vocab
+    from orchestrator.ladder.plan import expected_vocab
 
     vocab = expected_vocab(config.data) or config.model.vocab_size
     return model_costs(config.model.replace(vocab_size=vocab))
@@ -195,7 +195,7 @@ def run(args) -> int:
 def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
     """One row per rung: shape, budget, settings, and each arm's training FLOPs against the rung's
     base model (what its variant adds per token, e.g. a G1 gate's d x d projection per layer)."""
-    from orchestrator.spec.ladder import RUNG_AXIS
+    from orchestrator.ladder.runs import RUNG_AXIS
 
     lad = spec.ladder
     budget = (

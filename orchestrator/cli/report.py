@@ -86,16 +86,27 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="FLOPS",
         help="a ladder's target compute for the extrapolated multiplier (default: the paper's dense-1.7b x 400B tokens, 4.7e21)",
     )
-    p.add_argument("--shared-e", action="store_true", help="a ladder's fits share one irreducible loss E across arms")
     p.add_argument(
-        "--bootstrap",
-        choices=("residuals", "seeds"),
-        default="residuals",
-        help="how a ladder's intervals redraw the runs: each fit's residuals (default; calibrated) or the seeds",
+        "--margin",
+        type=_margin,
+        metavar="SHARE",
+        help="a ladder's equivalence margin: a multiplier within 1 +- SHARE is 'no practical difference' (e.g. 0.05; "
+        "default: the sweep file's ladder.margin, else none)",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the plots (faster)")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the MLflow parent run")
     return p
+
+
+def _margin(text: str) -> float:
+    """An equivalence margin: a share in (0, 10) (0.05: within 5%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share such as 0.05 (within 5%), got {text!r}") from None
+    if not 0 < value < 10:
+        raise argparse.ArgumentTypeError(f"expected a share above 0 and below 10 (0.05: within 5%), got {text!r}")
+    return value
 
 
 def _flops(text: str) -> float:
@@ -146,8 +157,7 @@ def run(args) -> int:
             log=not args.no_log,
             progress=say,
             target_flops=args.target_flops,
-            shared_e=args.shared_e,
-            bootstrap=args.bootstrap,
+            margin=args.margin,
         )
     except StoreError as err:
         raise UserError(str(err)) from None

@@ -26,7 +26,7 @@ import torch
 
 from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import ConfigError
-from orchestrator.spec.bounds import MAX_LEN
+from orchestrator.core.bounds import MAX_LEN
 
 from . import hf_layouts
 from .errors import InteropError

@@ -226,7 +226,7 @@ class Launcher:
                 build_tuner(self.spec, batch, **common).fit()
             done += rungs
             if i + 1 < len(plan):
-                d = promo.decide(self.runs.uri, self.runs.experiment, member, done)
+                d = promo.decide(self.runs.uri, self.runs.experiment, member, done, plan[i + 1][0])
                 for arm, why in d.stopped.items():
                     board.say(f"  promotion: {arm} stops: {why}")
                 for note in d.notes:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gatedmodels.typedconfig import Config, Issue, Limits, show
-from orchestrator.spec.bounds import MAX_LEN, SEED
+from orchestrator.core.bounds import MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
 

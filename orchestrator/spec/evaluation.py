@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from gatedmodels.typedconfig import Config, Issue, Limits, show
-from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
+from orchestrator.core.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
 Extension = Literal["none", "yarn", "base"]

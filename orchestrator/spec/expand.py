@@ -14,7 +14,9 @@ from typing import Any
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
 from orchestrator.printable import terminal
-from orchestrator.spec.ladder import RUNG_AXIS, RungPlan, scale_model, scale_train
+from orchestrator.ladder.plan import RungPlan, compute_matched, expected_vocab, scale_model, scale_train
+from orchestrator.ladder.runs import RUNG_AXIS
+from orchestrator.spec.arms import ladder_problems
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
 from orchestrator.spec.trial import TrialConfig
@@ -99,7 +101,7 @@ def _expand(spec: SweepSpec, known: set[str] | None = None) -> tuple[Expansion, 
         t.axes = {path: t.rung.name if path == RUNG_AXIS and t.rung else _axis_value(t.axis_config, path) for path in varying}
     zipped = {p for group in spec.zip for p in group}
     _name_trials(trials, varying, zipped | ({"model.gate"} if any(p.startswith("model.gate") for p in zipped) else set()))
-    issues = checked.issues + _launch_problems(spec, trials)
+    issues = checked.issues + _launch_problems(spec, trials) + ladder_problems(spec, trials, varying)
     return Expansion(trials, checked.cells, checked.excluded, checked.duplicates, varying, checked.rungs), issues
 
 
@@ -169,6 +171,9 @@ def _check_cells(spec: SweepSpec, known: set[str] | None = None) -> _Checked:
                 errors += hit.issues
             else:
                 sections[name] = hit
+        if not errors and rung is not None and spec.ladder is not None and spec.ladder.budget == "compute":
+            model = sections["model"].replace(vocab_size=expected_vocab(sections["data"]) or sections["model"].vocab_size)
+            sections["train"] = compute_matched(sections["train"], model, rung, spec.ladder, sections["data"].seq_len)
         if not errors:
             try:
                 cfg = TrialConfig(**sections, tracking=spec.tracking)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gatedmodels.typedconfig import Config, Issue, Limits, show
-from orchestrator.spec.bounds import MAX_STEPS
+from orchestrator.core.bounds import MAX_STEPS
 from orchestrator.spec.reported import metric_problem
 
 

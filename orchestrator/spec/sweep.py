@@ -26,7 +26,9 @@ from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, did_you_mean, field_type, set_dotted, show
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
-from orchestrator.spec.ladder import RUNG_AXIS, LadderConfig, axis_problems, plan_rungs, rung_names
+from orchestrator.ladder.config import LadderConfig
+from orchestrator.ladder.plan import axis_problems, plan_rungs, rung_names
+from orchestrator.ladder.runs import RUNG_AXIS
 from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths
 from orchestrator.spec.search import ResourcesConfig, SchedulerConfig, SearchConfig, _distribution_problems, numeric_bounds
 from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
@@ -64,7 +66,7 @@ class SweepSpec(Config):
     search: SearchConfig = field(default_factory=SearchConfig)
     """Grid, or Optuna within each grid arm."""
     ladder: LadderConfig | None = None
-    """The size axis as a scaling ladder: rungs with compute-matched budgets (see `orchestrator.spec.ladder`)."""
+    """The size axis as a scaling ladder: rungs with token-matched (or compute-matched) budgets (`orchestrator.ladder`)."""
     scheduler: SchedulerConfig | None = None
     """Optional early stopping (ASHA)."""
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
@@ -166,7 +168,7 @@ class SweepSpec(Config):
         return []
 
     def rung_plans(self, base: TrialConfig | None = None) -> list:
-        """The ladder's rungs resolved against the base (`orchestrator.spec.ladder.plan_rungs`); [] without a ladder."""
+        """The ladder's rungs resolved against the base (`orchestrator.ladder.plan.plan_rungs`); [] without a ladder."""
         if self.ladder is None:
             return []
         base = base or TrialConfig.from_dict(self.base)

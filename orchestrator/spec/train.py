@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gatedmodels.typedconfig import Config, Issue, Limits, deep_merge, flatten_dict, show
-from orchestrator.spec.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
+from orchestrator.core.bounds import _PARAM_KEY, MAX_BATCH, MAX_STEPS, SEED
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -51,9 +51,21 @@ class TrainConfig(Config):
     lr: float = 3e-3
     """Peak learning rate (AdamW)."""
     min_lr_ratio: float = 0.1
-    """Cosine decay ends at lr * min_lr_ratio."""
+    """The schedule's floor: the cosine decay, and each WSD-S decay, ends at lr * min_lr_ratio."""
     warmup_steps: int = 100
-    """Linear warmup steps."""
+    """Linear warmup steps (and, under wsd_s, the longest re-warm after a decay)."""
+    schedule: Literal["cosine", "wsd_s"] = "cosine"
+    """`cosine`: linear warmup, then a cosine decay to the floor at the last step. `wsd_s`
+    (warmup-stable-decay, OLMo-core's 2026 ladders): linear warmup, then the peak learning rate,
+    decaying linearly to the floor over the last `decay_fraction` of each segment that ends at a
+    share of the steps listed in `decays`, then re-warming to the peak. A held-out evaluation at
+    the bottom of every decay is logged as a point (`wsd/<i>/val_loss` with its tokens and
+    FLOPs), so one run gives a scaling ladder several (N, D) points."""
+    decays: list[float] = field(default_factory=lambda: [1.0])
+    """wsd_s: where each decay ends, as shares of the steps, increasing, the last 1 (the run ends
+    at the bottom of a decay), e.g. [0.25, 0.5, 1.0]."""
+    decay_fraction: float = 0.2
+    """wsd_s: each decay's length as a share of its segment (the steps since the previous decay)."""
     weight_decay: float = 0.1
     """AdamW weight decay on matrices (not on norms, gains or embeddings)."""
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
@@ -110,7 +122,42 @@ class TrainConfig(Config):
             out.append(Issue("min_lr_ratio", f"got {self.min_lr_ratio}; allowed: 0..1"))
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             out.append(Issue("betas", f"got {self.betas}; allowed: two numbers in [0, 1)"))
+        return out + self._schedule_problems()
+
+    def _schedule_problems(self) -> list[Issue]:
+        d = self.decays
+        if self.schedule != "wsd_s":
+            return [] if d == [1.0] else [Issue("decays", f"got {show(d)}, which only a wsd_s schedule reads; set train.schedule: wsd_s")]
+        out = []
+        if len(d) > 64:
+            out.append(Issue("decays", f"has {len(d)} shares; allowed: at most 64"))
+        elif not d or not all(0 < x <= 1 for x in d):
+            out.append(Issue("decays", f"got {show(d)}; allowed: shares of the steps in (0, 1]"))
+        elif any(b <= a for a, b in zip(d, d[1:])):
+            out.append(Issue("decays", f"got {show(d)}; allowed: increasing shares, e.g. [0.25, 0.5, 1.0]"))
+        elif d[-1] != 1:
+            out.append(Issue("decays", f"got {show(d)}; the last must be 1 (the run ends at the bottom of a decay)"))
+        if not 0 < self.decay_fraction < 1:
+            out.append(Issue("decay_fraction", f"got {show(self.decay_fraction)}; allowed: between 0 and 1"))
+        if out:
+            return out
+        ends = self.decay_steps()
+        if len(set(ends)) < len(ends) or ends[0] <= self.warmup_steps:
+            out.append(
+                Issue(
+                    "decays",
+                    f"{show(d)} of {self.steps} steps end at steps {ends}: each decay needs a segment of its own after the "
+                    f"warmup ({self.warmup_steps} steps); raise train.steps or use fewer decays",
+                )
+            )
         return out
+
+    def decay_steps(self) -> list[int]:
+        """The steps (counted from 1) at the bottom of each decay: the evaluations a wsd_s schedule
+        adds, the last being train.steps ([train.steps] under cosine)."""
+        if self.schedule != "wsd_s":
+            return [self.steps]
+        return [max(1, round(x * self.steps)) for x in self.decays]
 
 
 @dataclass(kw_only=True, frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, set_dotted, show
-from orchestrator.spec.bounds import MAX_LEN
+from orchestrator.core.bounds import MAX_LEN
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
 from orchestrator.spec.paths import resolve_value

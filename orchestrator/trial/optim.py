@@ -9,7 +9,9 @@ import torch
 
 
 def lr_lambda(train) -> Callable[[int], float]:
-    """Linear warmup to the peak, then cosine decay to lr * min_lr_ratio."""
+    """The learning rate's factor at each optimizer step (counted from 0): `train.schedule`."""
+    if train.schedule == "wsd_s":
+        return wsd_s(train)
 
     def fn(step: int) -> float:
         if train.warmup_steps and step < train.warmup_steps:
@@ -17,6 +19,31 @@ def lr_lambda(train) -> Callable[[int], float]:
         span = max(1, train.steps - train.warmup_steps)
         progress = min(1.0, (step - train.warmup_steps) / span)
         return train.min_lr_ratio + (1 - train.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return fn
+
+
+def wsd_s(train) -> Callable[[int], float]:
+    """Warmup, stable, decay, re-warm (OLMo-core's WSD-S): segments end at `train.decay_steps()`;
+    each ends with a linear decay to the floor over `decay_fraction` of it, so the step at its end
+    (where the evaluation is) trained at the floor; the next segment re-warms linearly to the peak
+    over at most `warmup_steps` (and at most half of the steps before its own decay)."""
+    floor = train.min_lr_ratio
+    ends = train.decay_steps()
+    starts = [0, *ends[:-1]]
+    decay = [max(1, round(train.decay_fraction * (e - s))) for s, e in zip(starts, ends)]
+    rewarm = [0] + [max(1, min(train.warmup_steps or d, (e - s - dd) // 2)) for s, e, dd, d in zip(starts[1:], ends[1:], decay[1:], decay)]
+
+    def fn(step: int) -> float:
+        if train.warmup_steps and step < train.warmup_steps:
+            return (step + 1) / train.warmup_steps
+        i = next((k for k, e in enumerate(ends) if step < e), len(ends) - 1)
+        s, e = starts[i], ends[i]
+        if step >= e - decay[i]:
+            return 1.0 - (1.0 - floor) * min(1.0, (step - (e - decay[i]) + 1) / decay[i])
+        if i and step < s + rewarm[i]:
+            return floor + (1.0 - floor) * (step - s + 1) / rewarm[i]
+        return 1.0
 
     return fn
 

@@ -32,6 +32,7 @@ from orchestrator.trial.callbacks.artifacts import Artifacts
 from orchestrator.trial.callbacks.checkpoint import Checkpointer
 from orchestrator.trial.callbacks.compute import Compute
 from orchestrator.trial.callbacks.console import Console
+from orchestrator.trial.callbacks.decay_points import DecayPoints
 from orchestrator.trial.callbacks.mlflow_logging import MLflowLogging
 from orchestrator.trial.callbacks.speed import Speed
 from orchestrator.trial.callbacks.spikes import SpikeMonitor
@@ -181,6 +182,7 @@ def make_trainer(
         spikes,
         Speed(),
         Compute(built.model_cfg, cfg.data.seq_len),
+        DecayPoints(cfg.train, built.model_cfg, cfg.data.seq_len) if cfg.train.schedule == "wsd_s" else None,
         tracker,
         Artifacts(cfg, built, spikes.detector, ctx.run_dir, tracker, remote=remote) if tracker is not None else None,
         console,

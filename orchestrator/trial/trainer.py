@@ -34,6 +34,8 @@ class Trainer:
         self.rank, self.world, self.device = rank, world, device
         self.callbacks = list(callbacks)
         self.tokens_per_step = train.batch_size * train.grad_accum * world * seq_len
+        self.decay_bottoms = set(train.decay_steps())
+        """Steps at the bottom of a decay: always evaluated (a WSD-S schedule's points)."""
         self.step = self.tokens_seen = self.resumed_from = 0
         self.train_s = self.eval_s = self.wall_s = 0.0
         self.step_t0 = 0.0  # perf_counter() when the current step began (the speed callback counts from it)
@@ -117,7 +119,7 @@ class Trainer:
             self.advance()
             step = self.step
             final = step == train.steps
-            is_eval = final or bool(train.eval_every and step % train.eval_every == 0)
+            is_eval = final or step in self.decay_bottoms or bool(train.eval_every and step % train.eval_every == 0)
             is_ckpt = final or bool(train.checkpoint_every and step % train.checkpoint_every == 0)
             if is_eval:
                 last = self.evaluate()

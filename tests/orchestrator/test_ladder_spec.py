@@ -13,7 +13,7 @@ import pytest
 from gatedmodels.costs import model_costs
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.spec.expand import expand
-from orchestrator.spec.ladder import RUNG_AXIS
+from orchestrator.ladder.runs import RUNG_AXIS
 from orchestrator.spec.sweep import SweepSpec, apply_smoke
 
 BASE = {

@@ -1,0 +1,1 @@
+"""What every room of the orchestrator may use: bounds on values a user writes."""
