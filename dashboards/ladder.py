@@ -105,7 +105,9 @@ def analyse(
         raise StoreError(f"--baseline {missing[0]}: no arm of this ladder has it; its arms have {describe(arms)}")
     base = baseline_of(arms, want)
     if want and base is None:
-        raise StoreError(f"--baseline {', '.join(f'{k}={v}' for k, v in want.items())}: no arm has these values; its arms have {describe(arms)}")
+        raise StoreError(
+            f"--baseline {', '.join(f'{k}={v}' for k, v in want.items())}: no arm has these values; its arms have {describe(arms)}"
+        )
     notes, counts = [], {}
     for arm, rows in groups:
         counts[arm.label] = {}
@@ -260,7 +262,13 @@ def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
             if res is None or arm.label == an.baseline:
                 continue
             rungs = [r for r in an.rungs if r in res.rungs and r in an.compute.get(arm.label, {})]
-            series.append((arm.label, [an.compute[arm.label][r] for r in rungs], *([getattr(res.rungs[r], k) for r in rungs] for k in ("value", "low", "high"))))
+            series.append(
+                (
+                    arm.label,
+                    [an.compute[arm.label][r] for r in rungs],
+                    *([getattr(res.rungs[r], k) for r in rungs] for k in ("value", "low", "high")),
+                )
+            )
         if series:
             made.append(
                 (
@@ -278,7 +286,9 @@ def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
         for arm in order:
             v = per_arm.get(arm.label, {})
             rungs = [r for r in an.rungs if r in v and r in an.compute.get(arm.label, {})]
-            arms_series.append((arm.label, [an.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs]))
+            arms_series.append(
+                (arm.label, [an.compute[arm.label][r] for r in rungs], [v[r][0] for r in rungs], [v[r][1] or 0.0 for r in rungs])
+            )
         panels.append((metric, arms_series))
     if panels:
         made.append(

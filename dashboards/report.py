@@ -30,10 +30,9 @@ from orchestrator.storage.remote import pid_alive
 from orchestrator.tracking import names
 
 from . import html as html_report
-from . import tables
+from . import ladder, tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
-from . import ladder
 from .ladder import RUNG_AXIS
 from .metrics import FIRST_TOKEN, TRAIN_LOSS, axis_text
 from .records import BASELINE_AXES, BASELINE_GATE, GATE_AXIS, StoreError, finite, is_variant_setting

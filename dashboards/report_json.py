@@ -103,7 +103,6 @@ def report_document(comp: Comparison) -> dict:
         "ladder": None,
     }
     if getattr(comp, "ladder", None) is not None:
-
         doc["ladder"] = ladder.json_doc(comp.ladder)
     return _clean(doc)
 

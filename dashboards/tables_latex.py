@@ -113,6 +113,5 @@ def latex(comp: Comparison) -> str:
             len(comp.axes),
         )
     if comp.ladder is not None:
-
         lines += ["", ladder.latex(comp.ladder, tex)]
     return "\n".join(lines) + "\n"

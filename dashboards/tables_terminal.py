@@ -124,7 +124,6 @@ def terminal(comp: Comparison, width: int = 100) -> str:
 
     lines += _problem_lines(comp, width)
     if comp.ladder is not None:
-
         lines.append(ladder.terminal(comp.ladder))
     return "\n".join(lines) + "\n"
 

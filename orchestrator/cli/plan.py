@@ -195,21 +195,16 @@ def run(args) -> int:
 def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
     """One row per rung: shape, budget, settings, and each arm's training FLOPs against the rung's
     base model (what its variant adds per token, e.g. a G1 gate's d x d projection per layer)."""
+    from orchestrator.ladder.plan import recipe_text
     from orchestrator.ladder.runs import RUNG_AXIS
 
     lad = spec.ladder
-    budget = (
-        "per-rung FLOP budgets"
-        if lad.flops is not None
-        else f"{lad.tokens_per_param:g} tokens per {'non-embedding ' if lad.params == 'non_embedding' else ''}parameter"
-    )
-    lr = (
-        f"lr x (d_model {e.trials[0].axis_config.model.d_model} / rung d_model)^{lad.lr_exponent:g}"
-        if lad.lr_rule == "width"
-        else "lr fixed"
-    )
-    warm = f"warmup {lad.warmup_fraction:.0%} of steps" if lad.warmup_fraction is not None else "warmup train.warmup_steps"
-    print(f"ladder: {len(e.rungs)} rungs; budget {budget}; {lr}; {warm}; rungs' own steps/lr/batch win")
+    print(f"ladder: {len(e.rungs)} rungs; {recipe_text(lad, e.trials[0].axis_config.model.d_model)}")
+    train = e.trials[0].config.train
+    if train.schedule == "wsd_s":
+        print(
+            f"points per run: {len(train.decays)} (a WSD-S decay ends at {', '.join(f'{x:g}' for x in train.decays)} of each run's steps)"
+        )
     arm_axes = [a for a in e.varying if a != RUNG_AXIS and a.rsplit(".", 1)[-1] != "seed"]
     rows = []
     for plan in e.rungs:
@@ -227,8 +222,10 @@ def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
             "params (non-emb.)": _count(plan.base.params_non_embedding),
             "params": _count(plan.base.params),
             "tokens": _count(plan.tokens),
+            "tok/param (non-emb., total)": f"{plan.tokens / max(1, plan.base.params_non_embedding):.3g}, {plan.tokens / plan.base.params:.3g}",
+            "batch": plan.batch_size,
             "steps": plan.steps,
-            "warmup": plan.warmup_steps,
+            "warmup": f"{plan.warmup_steps} ({_count(plan.warmup_steps * plan.tokens_per_step)} tok)",
             "lr x": f"{plan.lr_factor:.3g}" if plan.lr is None else f"={plan.lr:g}",
             "base FLOPs": f"{base:.2e}",
         }
@@ -241,6 +238,9 @@ def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
     first, last = e.rungs[0], e.rungs[-1]
     span = (last.base.train_flops(1) * last.tokens) / (first.base.train_flops(1) * first.tokens)
     print(f"compute span of the ladder: {span:.1f}x from {first.name} to {last.name} (base model, per trial)")
+    top = last.base.train_flops(1) * last.tokens
+    total = sum(r.base.train_flops(1) * r.tokens for r in e.rungs)
+    print(f"share of the ladder's compute in its largest rung: {top / total:.0%}")
 
 
 def _count(n: int) -> str:

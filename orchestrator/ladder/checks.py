@@ -69,7 +69,7 @@ def _weights(ctx: Ctx, base: ArmResult, res: ArmResult, rungs: list[str]) -> dic
         return out
     for rung in rungs:
         cb, ca = ctx.cells[ctx.final[(ctx.baseline, rung)]], ctx.cells[ctx.final[(res.arm, rung)]]
-        floor, slope = (mx.path_c(base.law.theta()) if ctx.form == "L(C)" else mx.path_nd(base.law.theta(), cb.params))
+        floor, slope = mx.path_c(base.law.theta()) if ctx.form == "L(C)" else mx.path_nd(base.law.theta(), cb.params)
         gap = cb.loss - float(floor)
         sd = ctx.noise.sd(cb.compute) if ctx.noise.cells else 1.0
         n = min(ca.n, cb.n)

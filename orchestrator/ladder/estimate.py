@@ -202,7 +202,7 @@ def _kappa(ctx: Ctx, arm: str) -> float:
 
 
 def headline(res: ArmResult) -> str:
-    """"joint" when the multiplier does not change with scale within the noise (its trend's
+    """ "joint" when the multiplier does not change with scale within the noise (its trend's
     interval holds 0) and there is a joint multiplier; "per rung" otherwise."""
     t, j = res.trend, res.joint
     changes = t is not None and t.p is not None and t.p < 0.05

@@ -178,6 +178,12 @@ def plan_rungs(ladder: LadderConfig, base_model: ModelConfig, train: Any, data: 
             issues += [Issue(f"{where}.{x.path}" if x.path else where, x.message) for x in err.issues]
             continue
         shapes.append((i, shape, model_costs(model)))
+    names = [r.name for r in ladder.rungs if r.name]
+    issues += [
+        Issue(f"ladder.rungs[{i}].name", f"got {r.name!r}, which names another rung too")
+        for i, r in enumerate(ladder.rungs)
+        if r.name and names.count(r.name) > 1
+    ]
     issues += _order_problems(ladder, shapes)
     for i, shape, costs in shapes:
         plan = _budget(ladder, ladder.rungs[i], i, shape, costs, base_model, base_costs, train, data, workers)
@@ -199,7 +205,9 @@ def _budget(ladder, rung, i, shape, costs, base_model, base_costs, train, data, 
     elif ladder.batch_rule == "params":
         batch = round(train.batch_size * ratio ** (2 / 3))
         if batch < 1:
-            return Issue(where, f"batch_rule params gives {train.batch_size} x {ratio:.3g}^(2/3) = {batch} sequences; raise train.batch_size")
+            return Issue(
+                where, f"batch_rule params gives {train.batch_size} x {ratio:.3g}^(2/3) = {batch} sequences; raise train.batch_size"
+            )
     else:
         batch = train.batch_size
     per_step = batch * train.grad_accum * data.seq_len * max(1, workers)
@@ -252,7 +260,12 @@ def _order_problems(ladder: LadderConfig, shapes: list[tuple[int, dict, ModelCos
     for i, shape, _ in shapes:
         key = tuple(shape[k] for k in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim"))
         if key in seen:
-            out.append(Issue(f"ladder.rungs[{i}]", f"repeats the shape of rung {seen[key]} (d_model {shape['d_model']}, n_layers {shape['n_layers']})"))
+            out.append(
+                Issue(
+                    f"ladder.rungs[{i}]",
+                    f"repeats the shape of rung {seen[key]} (d_model {shape['d_model']}, n_layers {shape['n_layers']})",
+                )
+            )
         seen.setdefault(key, names[i])
     count = "non-embedding " if ladder.params == "non_embedding" else ""
     for (ia, _, ca), (ib, _, cb) in zip(shapes, shapes[1:]):
@@ -297,6 +310,33 @@ def compute_matched(train: Any, model: ModelConfig, plan: RungPlan, ladder: Ladd
     rung = ladder.rungs[plan.index]
     warm = warmup_steps(ladder, rung, steps, plan.tokens_per_step, _counted(ladder, model_costs(model)), train.warmup_steps)
     return train.replace(steps=steps, warmup_steps=min(warm, steps - 1))
+
+
+def recipe_text(ladder: LadderConfig, base_d_model: int) -> str:
+    """The recipe in one line, as `gatesweep plan` states it."""
+    count = "non-embedding parameter" if ladder.params == "non_embedding" else "parameter"
+    if ladder.flops is not None:
+        budget = "per-rung FLOP budgets"
+    else:
+        budget = f"{ladder.tokens_per_param:g} tokens per {count}"
+    matched = (
+        "compute-matched (every arm of a rung the same FLOPs)"
+        if ladder.budget == "compute"
+        else "token-matched (every arm of a rung the same tokens)"
+    )
+    lr = {
+        "width": f"lr x ({base_d_model} / rung d_model)^{ladder.lr_exponent:g}",
+        "params": "lr x (base N / rung N)^(1/3)",
+        "fixed": "lr fixed",
+    }[ladder.lr_rule]
+    batch = "batch x (rung N / base N)^(2/3)" if ladder.batch_rule == "params" else "batch fixed"
+    warm = []
+    if ladder.warmup_fraction is not None:
+        warm.append(f"{ladder.warmup_fraction:.0%} of steps")
+    if ladder.warmup_tokens_per_param is not None:
+        warm.append(f"at least {ladder.warmup_tokens_per_param:g} tokens per {count}")
+    warmup = "warmup " + (", ".join(warm) if warm else "train.warmup_steps")
+    return f"budget {budget}, {matched}; {lr}; {batch}; {warmup}; rungs' own steps/lr/batch win"
 
 
 def rung_names(ladder: LadderConfig) -> list[str]:

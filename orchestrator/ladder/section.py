@@ -81,7 +81,16 @@ def build(
 ) -> LadderReport:
     """`runs`: metric -> the runs of that metric (their losses are that metric)."""
     rep = LadderReport(
-        list(arms), baseline.label if baseline else "", [], target, target_label, trends or {}, counts or {}, list(notes), margin, replicates
+        list(arms),
+        baseline.label if baseline else "",
+        [],
+        target,
+        target_label,
+        trends or {},
+        counts or {},
+        list(notes),
+        margin,
+        replicates,
     )
     if baseline is None:
         rep.notes.append("no baseline arm (no gate, softmax attention, or the one --baseline names): no fit")
@@ -212,7 +221,13 @@ def _multiplier_table(rep: LadderReport, an: Analysis, others: list[ArmResult]) 
     rows = []
     for res in others:
         rows.append(
-            [res.arm, *[interval(res.rungs.get(r)) for r in an.rungs], interval(res.joint), interval(per_decade(res.trend)), interval(res.target)]
+            [
+                res.arm,
+                *[interval(res.rungs.get(r)) for r in an.rungs],
+                interval(res.joint),
+                interval(per_decade(res.trend)),
+                interval(res.target),
+            ]
         )
     return Table(
         f"effective-compute multiplier vs {an.baseline} ({an.metric})",
@@ -226,7 +241,10 @@ def _multiplier_table(rep: LadderReport, an: Analysis, others: list[ArmResult]) 
 
 def _verdict_table(an: Analysis, others: list[ArmResult]) -> Table:
     head = ["arm", *an.rungs, "joint", "target"]
-    rows = [[res.arm, *[res.verdicts.get(r, DASH) for r in an.rungs], res.verdicts.get("joint", DASH), res.verdicts.get("target", DASH)] for res in others]
+    rows = [
+        [res.arm, *[res.verdicts.get(r, DASH) for r in an.rungs], res.verdicts.get("joint", DASH), res.verdicts.get("target", DASH)]
+        for res in others
+    ]
     margin = f"; no practical difference: its interval lies within {an.margin:.0%} of 1 (equivalence, Holm)" if an.margin else ""
     return Table(
         f"verdicts ({an.metric})",
@@ -298,7 +316,11 @@ def _est(e: Estimate | None) -> dict | None:
 
 
 def _arm_json(an: Analysis, res: ArmResult) -> dict:
-    out: dict = {"no_fit": res.no_fit or None, "law": res.law.to_dict() if res.law else None, "params": {k: _est(v) for k, v in res.params.items()}}
+    out: dict = {
+        "no_fit": res.no_fit or None,
+        "law": res.law.to_dict() if res.law else None,
+        "params": {k: _est(v) for k, v in res.params.items()},
+    }
     if res.arm == an.baseline:
         out["multiplier"] = None
     else:
@@ -317,7 +339,14 @@ def _arm_json(an: Analysis, res: ArmResult) -> dict:
     out["rollout"] = (
         None
         if ro is None
-        else {"rung": ro.rung, "predicted": _est(ro.predicted), "measured": _est(ro.measured), "log_gap": _est(ro.gap), "holds": ro.holds, "note": ro.note or None}
+        else {
+            "rung": ro.rung,
+            "predicted": _est(ro.predicted),
+            "measured": _est(ro.measured),
+            "log_gap": _est(ro.gap),
+            "holds": ro.holds,
+            "note": ro.note or None,
+        }
     )
     return out
 

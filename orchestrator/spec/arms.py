@@ -83,7 +83,9 @@ def ladder_problems(spec: SweepSpec, trials: Sequence[ExpandedTrial], varying: S
         got = ", ".join(f"{k}: {show(v)}" for k, v in want.items())
         out.append(Issue("ladder.promote.baseline", f"got {{{got}}}, which no arm has; the arms have {describe(found, keys)}"))
     elif baseline_of(found, want) is None:
-        out.append(Issue("ladder.promote.baseline", f"no arm is a baseline (no gate, softmax attention); name one: {describe(found, keys)}"))
+        out.append(
+            Issue("ladder.promote.baseline", f"no arm is a baseline (no gate, softmax attention); name one: {describe(found, keys)}")
+        )
     others = len(found) - 1
     if promote.rule == "top_k" and promote.k >= others:
         out.append(

@@ -24,11 +24,11 @@ from typing import Any, cast
 
 from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, deep_merge, did_you_mean, field_type, set_dotted, show
-from orchestrator.spec.data import DataConfig
-from orchestrator.spec.evaluation import EvalConfig
 from orchestrator.ladder.config import LadderConfig
 from orchestrator.ladder.plan import axis_problems, plan_rungs, rung_names
 from orchestrator.ladder.runs import RUNG_AXIS
+from orchestrator.spec.data import DataConfig
+from orchestrator.spec.evaluation import EvalConfig
 from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths
 from orchestrator.spec.search import ResourcesConfig, SchedulerConfig, SearchConfig, _distribution_problems, numeric_bounds
 from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
@@ -121,7 +121,8 @@ class SweepSpec(Config):
             promote = self.ladder.promote
             arm_axes = [a for a in axes if a != RUNG_AXIS and a.rsplit(".", 1)[-1] != "seed"]
             for key in promote.baseline if promote is not None else {}:
-                if key not in arm_axes:
+                inside = any(key.startswith(a + ".") or a.startswith(key + ".") for a in arm_axes)  # model.gate.position, model.gate
+                if key not in arm_axes and not inside:
                     out.append(
                         Issue(
                             f"ladder.promote.baseline.{key}", f"is not an arm axis of this sweep; arm axes: {', '.join(arm_axes) or 'none'}"
@@ -327,7 +328,8 @@ def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
     exclusion naming such a setting applies at the smoke value. The copy is self-contained (it is
     what the sweep's state folder keeps), so a resumed smoke sweep stays a smoke sweep."""
     smoke = {
-        "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 1},
+        # no warmup: a WSD-S schedule's decays of 4 steps end at steps 1, 2 and 4, each after the warmup
+        "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 0},
         "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
     }
     fixed = {f"{section}.{key}": value for section, values in smoke.items() for key, value in values.items()}

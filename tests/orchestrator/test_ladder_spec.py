@@ -1,6 +1,6 @@
-"""The `ladder` section of a sweep file: expansion into rungs x arms x seeds with compute-matched
-budgets, the rules for shape, LR and warmup, and every bad ladder refused before launch with the
-dotted field and what is allowed."""
+"""The `ladder` section of a sweep file: expansion into rungs x arms x seeds with token-matched (or
+compute-matched) budgets, the recipe's rules for shape, batch, LR and warmup, and every bad ladder
+refused before launch — all its problems at once — with the dotted field and what is allowed."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
+from gatedmodels import ModelConfig
 from gatedmodels.costs import model_costs
 from gatedmodels.typedconfig import ConfigError
-from orchestrator.spec.expand import expand
 from orchestrator.ladder.runs import RUNG_AXIS
+from orchestrator.spec.expand import expand
 from orchestrator.spec.sweep import SweepSpec, apply_smoke
 
 BASE = {
@@ -109,7 +110,7 @@ def test_rules_fixed_lr_explicit_steps_presets_and_flops_budgets():
         ({**LADDER, "flops": [1e12]}, {}, "ladder.flops: has 1 budgets for 3 rungs"),
         ({**LADDER, "flops": [1e12, float("nan"), 1e13]}, {}, "ladder.flops[1]"),
         ({**LADDER, "tokens_per_param": float("inf")}, {}, "ladder.tokens_per_param"),
-        ({**LADDER, "lr_rule": "sqrt"}, {}, "ladder.lr_rule: got 'sqrt'; allowed: width, fixed"),
+        ({**LADDER, "lr_rule": "sqrt"}, {}, "ladder.lr_rule: got 'sqrt'; allowed: width, params, fixed"),
         (
             {**LADDER, "rungs": [{**r, "name": "same"} for r in LADDER["rungs"]]},
             {},
@@ -118,6 +119,21 @@ def test_rules_fixed_lr_explicit_steps_presets_and_flops_budgets():
         (LADDER, {"grid": {"model.d_model": [32, 64]}}, "grid.model.d_model: model.d_model is set by the ladder's rungs"),
         (LADDER, {"grid": {"train.steps": [10, 20]}}, "grid.train.steps: train.steps is set by the ladder's rungs"),
         (LADDER, {"exclude": [{"ladder.rung": "d128-l4"}]}, "exclude[0].ladder.rung: got 'd128-l4'; not a value of the axis"),
+        ({**LADDER, "margin": 0}, {}, "ladder.margin: got 0.0; allowed: > 0 and < 10"),
+        ({**LADDER, "margin": -0.05}, {}, "ladder.margin: got -0.05"),
+        ({**LADDER, "warmup_tokens_per_param": -1}, {}, "ladder.warmup_tokens_per_param: got -1"),
+        ({**LADDER, "budget": "flops"}, {}, "ladder.budget: got 'flops'; allowed: tokens, compute"),
+        (
+            {**LADDER, "batch_rule": "params"},
+            {"base": {**BASE, "train": {**BASE["train"], "batch_size": 1}}},
+            "batch_rule params gives 1 x",
+        ),
+        (LADDER, {"scheduler": {"type": "asha", "metric": "val_loss"}}, "scheduler: asha stops trials early, and a ladder's fits need"),
+        (
+            {**LADDER, "rungs": [*LADDER["rungs"], {"d_model": 128, "n_layers": 4}], "promote": {"after": 3}},
+            {"search": {"type": "optuna", "num_samples": 2, "metric": "val_loss", "space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}}},
+            "ladder.promote: promotion needs every arm's trials at every rung known before launch",
+        ),
     ],
 )
 def test_bad_ladders_are_refused_before_launch_naming_the_field(ladder, extra, message):
@@ -157,6 +173,37 @@ def test_plan_prints_a_row_per_rung_with_each_arms_flops(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def test_a_ladders_three_rung_problems_are_reported_together():
+    rungs = [{"d_model": 64, "n_layers": 2, "name": "a"}, {"d_model": 40, "n_layers": 2}, {"d_model": 32, "n_layers": 2, "name": "a"}]
+    text = problems(ladder={**LADDER, "rungs": rungs})
+    assert "ladder.rungs[2].name: got 'a', which names another rung too" in text
+    assert "ladder.rungs[1].d_model: got 40; must be a multiple of the head size" in text
+    assert "ladder.rungs[2]: a has" in text and "list rungs smallest first" in text
+
+
+def test_the_recipe_rules_batch_lr_warmup_and_a_compute_matched_budget():
+    four = {**LADDER, "rungs": [*LADDER["rungs"], {"d_model": 128, "n_layers": 4}], "tokens_per_param": 20}
+    olmo = expand(sweep({**four, "batch_rule": "params", "lr_rule": "params", "warmup_tokens_per_param": 1.0}))
+    n = [r.base.params_non_embedding for r in olmo.rungs]
+    base_n = model_costs(ModelConfig(**BASE["model"], vocab_size=65)).params_non_embedding  # Bigram-Backcopy: 64 tokens + BOS
+    for r, p in zip(olmo.rungs, n):
+        assert r.batch_size == max(1, round(8 * (p / base_n) ** (2 / 3)))
+        assert r.lr_factor == pytest.approx((base_n / p) ** (1 / 3))
+        assert r.warmup_steps * r.tokens_per_step >= p  # at least N tokens of warmup
+    # compute-matched: every arm of a rung spends the base's FLOPs; the gated arm trains fewer tokens
+    cm = expand(sweep({**four, "budget": "compute"}, grid={"model.gate.position": ["none", "G1"]}))
+    for rung in cm.rungs:
+        trials = [t for t in cm.trials if t.rung is rung]
+        flops = [
+            model_costs(t.config.model.replace(vocab_size=65)).train_flops(64) * t.config.train.steps * rung.tokens_per_step for t in trials
+        ]
+        steps = {t.axes["model.gate"]: t.config.train.steps for t in trials}
+        assert steps["G1-elementwise"] < steps["none"]
+        assert max(flops) <= rung.flops and min(flops) >= rung.flops * 0.9
+    tok = expand(sweep(four, grid={"model.gate.position": ["none", "G1"]}))
+    assert len({t.config.train.steps for t in tok.trials if t.rung is tok.rungs[0]}) == 1, "token-matched: one step count per rung"
+
+
 def test_promotion_settings_are_checked():
     assert "ladder.promote.after: got 3 with 3 rungs; allowed: fewer than the rungs" in problems(ladder={**LADDER, "promote": {"after": 3}})
     assert "ladder.promote.after: got 2; allowed: 3.." in problems(ladder={**LADDER, "promote": {"after": 2}})
@@ -164,7 +211,19 @@ def test_promotion_settings_are_checked():
     assert "ladder.promote.baseline.model.ffn_dim: is not an arm axis of this sweep" in problems(
         ladder=four, grid={"model.gate.position": ["none", "G1"]}
     )
-    expand(sweep({**four, "promote": {"rule": "top_k", "k": 1}}, grid={"model.gate.position": ["none", "G1"]}))
+    three_arms = {"model.gate.position": ["none", "G1", "G2"]}
+    expand(sweep({**four, "promote": {"rule": "top_k", "k": 1}}, grid=three_arms))
+    assert "ladder.promote.k: got 2 with 2 arm(s) besides the baseline: every arm would go on" in problems(
+        ladder={**four, "promote": {"rule": "top_k", "k": 2}}, grid=three_arms
+    )
+    # the baseline in the keys the sweep file uses: the gated field, or the composed gate label
+    for baseline in ({"model.gate.position": "none"}, {"model.gate": "none"}):
+        e = expand(sweep({**four, "promote": {"baseline": baseline}}, grid=three_arms))
+        assert len(e.trials) == 12
+    assert (
+        "ladder.promote.baseline: got {model.gate.position: 'G7'}, which no arm has; the arms have model.gate.position: none, G1, G2"
+        in problems(ladder={**four, "promote": {"baseline": {"model.gate.position": "G7"}}}, grid=three_arms)
+    )
 
 
 @pytest.mark.slow

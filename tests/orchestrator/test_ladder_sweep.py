@@ -18,7 +18,7 @@ RUNGS = [{"d_model": 16, "n_layers": 1}, {"d_model": 32, "n_layers": 1}, {"d_mod
 LADDER_BASE = {
     "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 2, "head_dim": 16, "ffn_dim": 64, "qk_norm": False},
     "data": {"seq_len": 32},
-    "train": {"batch_size": 8, "lr": 1.0e-2, "eval_every": 0, "log_every": 10},
+    "train": {"batch_size": 8, "lr": 1.0e-2, "eval_every": 0, "log_every": 10, "schedule": "wsd_s", "decays": [0.5, 1.0]},
 }
 
 
@@ -77,7 +77,9 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, n
     doc = json.loads(rep.stdout)
     lad = doc["ladder"]
     assert [r["rung"] for r in lad["rungs"]] == ["d16-l1", "d32-l1", "d48-l1", "d64-l1"]
-    arms = lad["fits"]["val_loss"]["arms"]
+    fit = lad["fits"]["val_loss"]
+    assert fit["form"] == "L(N, D)", "two points per run (WSD-S): each arm is fitted as L(N, D)"
+    arms = fit["arms"]
     assert set(arms) == {"none, lr=0.01", "G1-elementwise, lr=1e-08"} and lad["baseline"] == "none, lr=0.01"
     bad = arms["G1-elementwise, lr=1e-08"]
     assert bad["multiplier"]["rungs"]["d48-l1"]["high"] < 1

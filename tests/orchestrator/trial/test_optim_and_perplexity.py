@@ -70,3 +70,13 @@ def test_the_trial_package_reexports_run_and_stays_light():
     code = "import sys, orchestrator.trial.spikes, orchestrator.trial; print(sorted({'torch', 'deepspeed', 'mlflow'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_wsd_s_schedule_decays_to_the_floor_at_each_bottom_and_rewarms():
+    train = config(steps=100, warmup_steps=5, min_lr_ratio=0.1, schedule="wsd_s", decays=[0.25, 0.5, 1.0], decay_fraction=0.2).train
+    fn = lr_lambda(train)
+    assert [fn(0), fn(4)] == [0.2, 1.0]  # warmup
+    assert fn(10) == 1.0 and fn(24) == pytest.approx(0.1)  # stable, then the floor at the step before the first evaluation
+    assert fn(20) == pytest.approx(0.82) and fn(21) < fn(20)  # the decay: the last 5 of the first 25 steps
+    assert 0.1 < fn(25) < fn(26) < fn(29) and fn(30) == 1.0  # re-warm to the peak
+    assert fn(49) == pytest.approx(0.1) and fn(99) == pytest.approx(0.1) and fn(89) == 1.0 and fn(90) < 1.0  # the last decay: 10 of 50

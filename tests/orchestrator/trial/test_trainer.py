@@ -10,7 +10,7 @@ import pytest
 from orchestrator.tracking.outcomes import TrialFailed
 from orchestrator.trial.callbacks import Callback
 
-from .fakes import FakeEngine, Recorder, T, config, trainer
+from .fakes import VOCAB, FakeEngine, Recorder, T, config, trainer
 
 
 def test_the_trainer_calls_every_event_in_order():
@@ -69,3 +69,27 @@ def test_trainer_state_holds_the_loop_and_every_stateful_callback():
     t2 = trainer(config(), [rec2])
     t2.load_state_dict({**state, "history": [(1, 2.0)]})  # a key no callback here owns is left alone
     assert (t2.step, t2.tokens_seen, t2.train_s, t2.resumed_from, rec2.loaded) == (3, 36, 1.25, 3, {"events": 0})
+
+
+def test_a_wsd_s_schedule_evaluates_at_the_bottom_of_every_decay_and_logs_its_points():
+    from gatedmodels import ModelConfig
+    from gatedmodels.costs import model_costs
+    from orchestrator.trial.callbacks.decay_points import DecayPoints
+
+    cfg = config(steps=12, eval_every=0, schedule="wsd_s", decays=[0.25, 0.5, 1.0])
+    assert cfg.train.decay_steps() == [3, 6, 12]
+    rec = Recorder()
+    points = DecayPoints(cfg.train, ModelConfig.preset("bigram-1l").replace(vocab_size=VOCAB), T)
+    t = trainer(cfg, [rec, points])
+    metrics = t.run()
+    assert [e[1] for e in rec.events if e[0] == "on_eval"] == [3, 6, 12]  # eval_every 0: only the decays' bottoms
+    per_token = model_costs(ModelConfig.preset("bigram-1l").replace(vocab_size=VOCAB)).train_flops(T)
+    assert metrics["wsd/0/tokens"] == 3 * 2 * T and metrics["wsd/1/tokens"] == 6 * 2 * T
+    assert metrics["wsd/1/train_flops"] == pytest.approx(per_token * 6 * 2 * T)
+    assert metrics["wsd/0/val_loss"] == 1.5 and "wsd/2/val_loss" not in metrics  # the last decay's point is the final metrics
+    # the points travel in the checkpoint state: a resumed trial keeps the ones before it
+    fresh = DecayPoints(cfg.train, ModelConfig.preset("bigram-1l").replace(vocab_size=VOCAB), T)
+    fresh.load_state_dict(t.state_dict()["decay_points"])
+    out: dict = {}
+    fresh.collect_final(out)
+    assert out == {k: v for k, v in metrics.items() if k.startswith("wsd/")}
