@@ -238,8 +238,8 @@ def test_runs_with_wsd_s_points_are_fitted_as_l_of_n_and_d():
     from orchestrator.ladder import synthetic as sy
 
     s = sy.Setting(rungs=4, seeds=3, multiplier=1.5, fractions=(0.25, 0.5, 1.0), bump=0.0)
-    runs, i = [], 0
-    for r in sy.ladder(s, np.random.default_rng(4)):
+    runs = []
+    for i, r in enumerate(sy.ladder(s, np.random.default_rng(4))):
         gate = "none" if r.arm == "base" else "G1-elementwise"
         rec = _run(i, gate, r.rung, int(r.seed), r.loss, r.compute)
         rec.metrics.update({"flops_per_token": r.compute / r.tokens, "params_non_embedding": r.params})
