@@ -45,9 +45,9 @@ class Run:
     points: tuple[Point, ...] = ()
 
     def all_points(self) -> tuple[Point, ...]:
-        """The earlier points and the end, in order of tokens."""
-        end = Point(self.tokens, self.compute, self.loss)
-        return tuple(sorted((*self.points, end), key=lambda p: p.tokens if math.isfinite(p.tokens) else math.inf))
+        """The earlier points in order of tokens (a point without its tokens last among them), then the end."""
+        earlier = sorted(self.points, key=lambda p: p.tokens if math.isfinite(p.tokens) else math.inf)
+        return (*earlier, Point(self.tokens, self.compute, self.loss))
 
 
 def run_from_metrics(arm: str, rung: str, seed: str, metrics: Mapping[str, float], metric: str) -> Run:
@@ -110,10 +110,11 @@ def unknown_keys(arms: Sequence[Arm], want: Mapping[str, object]) -> list[str]:
 def baseline_of(arms: Sequence[Arm], want: Mapping[str, object] | None = None) -> Arm | None:
     """The baseline arm: the first arm, in sweep order, with every value of `want` (a user's
     `baseline: {AXIS: VALUE}` or `--baseline AXIS=VALUE`), on top of the default of no gate and
-    softmax attention for the keys `want` does not set. None when no arm matches."""
+    softmax attention for the keys `want` does not set (or `want` alone, when no arm has it on top
+    of the default). None when no arm matches."""
     rule = {**{k: v for k, v in DEFAULT_BASELINE.items() if not _overridden(k, want or {})}, **(want or {})}
     rule = {k: v for k, v in rule.items() if any(a.value(k) is not None for a in arms)}
-    found = matching(arms, rule)
+    found = matching(arms, rule) or (matching(arms, want) if want else [])  # no ungated arm has the values: the values alone
     return found[0] if found else None
 
 
