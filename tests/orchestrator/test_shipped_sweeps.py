@@ -56,7 +56,7 @@ SHIPPED = {
     ),
     "ladder_cpu.yaml": (
         "ladder-cpu",
-        36,
+        45,
         ("none", "G1-elementwise", "d32-l2", "d80-l2", "197"),
         ("val_loss", "val_bpb", "first_token_attn", "train_flops"),
         {"ladder_fits.png", "ladder_multipliers.png", "ladder_trends.png"},
@@ -119,4 +119,4 @@ def test_shipped_sweep_smoke_and_report(file, tmp_path):
         import json
 
         doc = json.loads((out / "report.json").read_text())
-        assert [r["rung"] for r in doc["ladder"]["rungs"]] == ["d32-l2", "d48-l2", "d64-l2", "d80-l2"]
+        assert [r["rung"] for r in doc["ladder"]["rungs"]] == ["d16-l2", "d32-l2", "d48-l2", "d64-l2", "d80-l2"]
