@@ -94,7 +94,8 @@ def test_a_new_report_replaces_the_files_that_no_longer_apply_and_leaves_others_
     assert not [n for n in names if n.startswith(report_module.STAGE_PREFIX)]
 
 
-def test_the_sweep_file_logged_on_the_parent_orders_the_levels(tracking_uri, monkeypatch):
+def test_the_sweep_file_logged_on_the_parent_orders_the_levels(tracking_uri, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the default --out, reports/NAME, is relative to the working folder
     fill_sizes(tracking_uri, "ordered")
     for api in ("0", "1"):  # the SQLite reader and MLflow's search_runs read the same file
         monkeypatch.setenv("GATESWEEP_REPORT_SEARCH_RUNS", api)
