@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.storage import pid_alive
+from orchestrator.storage import BadLocation, Location, pid_alive
 from orchestrator.storage.owned import NotOurs
 from orchestrator.storage.owned import replace as replace_owned
 from orchestrator.tracking import names
@@ -94,6 +94,7 @@ def build_report(
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
     say = progress or (lambda _line: None)
     timings: dict[str, float] = {}
+    given_out = _local_out(out_dir)
     t = time.perf_counter()
     sweep = read_sweep(uri, name, parent_id=parent_id, experiment=experiment)
     timings["read"] = time.perf_counter() - t
@@ -109,7 +110,7 @@ def build_report(
         timings["ladder"] = time.perf_counter() - t
         say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
-    out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
+    out = given_out or Path("reports") / sweep.name
     cl = open_client(uri) if with_plots or log else None  # MLflow's client: for plot data and logging only
     stage, created = _stage(out)
     try:
@@ -159,6 +160,20 @@ def build_report(
 STAGE_PREFIX = ".report-partial-"
 AXIS_PLOT_PATTERNS = ("metric_vs_*.png", "interaction_*.png")
 """Plot files a report writes besides REPORT_FILES and PLOT_FILES (one per axis)."""
+
+
+def _local_out(out_dir: str | Path | None) -> Path | None:
+    """--out as a local folder; StoreError for a text that is a URI or looks like one (`s3:/b`,
+    `s3://b`: the report is written locally only), before anything is read or written."""
+    if out_dir is None:
+        return None
+    try:
+        where = Location.parse(out_dir)
+    except BadLocation as err:
+        raise StoreError(f"--out {err}") from None
+    if where.local is None:
+        raise StoreError(f"--out {out_dir}: a local folder (the report is written here; a runs folder on a store gets it at the end of a sweep)")
+    return Path(out_dir)
 
 
 def _stage(out: Path) -> tuple[Path, bool]:

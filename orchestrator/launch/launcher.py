@@ -167,7 +167,7 @@ class Launcher:
         if self.dir.local is not None or not (self.work / name).exists():
             return
         try:
-            retried(lambda: self.dir.child(name).upload(self.work / name), f"uploading {name}", budget=60)
+            retried(lambda: self.dir.child(name).upload(self.work / name), f"uploading {name}", budget_s=60)
         except OSError as err:
             self.log(f"warning: {self.dir / name} could not be uploaded ({str(err).strip()[:200]})")
 

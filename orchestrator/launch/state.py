@@ -26,17 +26,23 @@ def sweep_dir(runs_root: Location, name: str) -> Location:
 def load_state(loc: Location) -> dict:
     """The sweep's state.json ({} when there is none); UserError in one line when it is damaged."""
     if loc.local is None:
-        return _load_remote(loc.child("state.json"))
+        return _load_remote(loc.child("state.json"), loc.name)
     f = loc.local / "state.json"
-    if not f.exists():
+    if not f.exists() and not f.is_symlink():
         return {}
-    if not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
-        what = "not a regular file" if not f.is_file() else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
+    if f.is_symlink() or not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
+        what = (
+            "a link, not the state a driver wrote"
+            if f.is_symlink()
+            else "not a regular file"
+            if not f.is_file()
+            else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
+        )
         raise UserError(f"{f}: damaged sweep state ({what}); restore it or launch the sweep again with `gatesweep run`")
-    return _parse(f, f.read_bytes())
+    return _parse(f, f.read_bytes(), loc.name)
 
 
-def _load_remote(f: Location) -> dict:
+def _load_remote(f: Location, name: str) -> dict:
     try:
         data = retried(lambda: f.read_bytes(MAX_STATE_BYTES), f"reading {f}")
     except FileNotFoundError:
@@ -45,10 +51,10 @@ def _load_remote(f: Location) -> dict:
         raise UserError(f"{f}: damaged sweep state ({err}); restore it or launch the sweep again with `gatesweep run`") from None
     except OSError as err:
         raise UserError(f"{f}: the sweep state cannot be read ({str(err).strip()[:200]})") from None
-    return _parse(f, data)
+    return _parse(f, data, name)
 
 
-def _parse(f, data: bytes) -> dict:
+def _parse(f, data: bytes, name: str) -> dict:
     try:
         state = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -57,6 +63,8 @@ def _parse(f, data: bytes) -> dict:
             "restore it from a backup or launch the sweep again with `gatesweep run`"
         ) from None
     problem = _state_problem(state)
+    if not problem and state.get("name") != name:
+        problem = f"it names sweep {str(state.get('name'))[:60]!r}, not the folder's {name!r}"
     if problem:
         raise UserError(f"{f}: damaged sweep state ({problem}); restore it or launch the sweep again with `gatesweep run`")
     return state

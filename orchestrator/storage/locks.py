@@ -51,7 +51,9 @@ class FileLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.path}: this lock is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes (PEP 446)
+        # not inherited by child processes (PEP 446); a link in its place is refused (ELOOP), never
+        # followed: the holder truncates and writes the file it opens
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
