@@ -172,7 +172,9 @@ def _local_out(out_dir: str | Path | None) -> Path | None:
     except BadLocation as err:
         raise StoreError(f"--out {err}") from None
     if where.local is None:
-        raise StoreError(f"--out {out_dir}: a local folder (the report is written here; a runs folder on a store gets it at the end of a sweep)")
+        raise StoreError(
+            f"--out {out_dir}: a local folder (the report is written here; a runs folder on a store gets it at the end of a sweep)"
+        )
     return Path(out_dir)
 
 

@@ -25,6 +25,7 @@ One trial, drawn by the same code: `loss_curve` (with its 0.9-EMA), `first_token
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ from orchestrator.printable import terminal
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.text import Text
-from matplotlib.ticker import FixedFormatter
+from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 DPI = 100
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -55,6 +56,10 @@ def _shown(text: str) -> str:
     return "\n".join(terminal(line) for line in text.split("\n"))
 
 
+def _shown_by(func, x, pos=None) -> str:
+    return _shown(str(func(x, pos)))
+
+
 def _printable(fig) -> None:
     """Every text of `fig` made printable (the module's docstring), tick labels' formatters too
     (matplotlib draws those again from the formatter)."""
@@ -67,6 +72,8 @@ def _printable(fig) -> None:
             fmt = axis.get_major_formatter()
             if isinstance(fmt, FixedFormatter):
                 fmt.seq = [_shown(str(s)) for s in fmt.seq]
+            elif isinstance(fmt, FuncFormatter):  # what set_xticklabels(labels) makes
+                fmt.func = functools.partial(_shown_by, fmt.func)
 
 
 def _save(fig, path: Path) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from . import atomic
 from .errors import Damaged
 from .folders import Entry, Manifest, hash_file
-from .names import confined, unsafe_reason
+from .names import safe_relpath, unsafe_reason
 
 OWNED = ".gatesweep-files.json"
 
@@ -76,7 +76,7 @@ def replace(out: Path, stage: Path, names: list[str], *, keep: tuple[str, ...] =
     earlier files to leave as they are); `NotOurs` when a user's file holds one of the names
     (nothing in `out` changed then). `stage` is removed once empty."""
     for n in names:
-        confined(out, n)
+        safe_relpath(n, str(out))
     clash = conflicts(out, names)
     if clash:
         raise NotOurs(

@@ -193,23 +193,36 @@ def problem(bucket: str, key: str = "") -> str | None:
             return "no S3 credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or use an instance role)"
         answer = client(fast).list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/" if key else "", MaxKeys=1)
     except Exception as err:  # every way a store can fail (botocore's errors, a malformed endpoint URL), said
-        typed = translate(err, f"s3://{bucket}")
-        if isinstance(typed, FileNotFoundError):
-            return f"bucket {bucket!r} does not exist at {s.where}"
-        if isinstance(typed, PermissionError):
-            return f"the object store at {s.where} refuses these credentials for bucket {bucket!r} (HTTP {status(err)})"
-        if isinstance(typed, StoreUnreachable) and status(err) == 0:
-            return f"the object store at {s.where} does not answer ({type(err).__name__})"
-        if isinstance(typed, NotAStore):
-            return f"{typed}; check AWS_ENDPOINT_URL"
-        if isinstance(typed, OSError):
-            return str(typed).split(": ", 1)[-1]
-        return f"the object store cannot be used ({type(err).__name__}: {str(err)[:160]})"
+        return _said(err, bucket, s.where)
     if answer.get("Name") != bucket:
         return (
             f"the endpoint {s.where} does not answer as an S3 store (a listing of {bucket!r} came back without it); check AWS_ENDPOINT_URL"
         )
     return None
+
+
+def _said(err: BaseException, bucket: str, where: str) -> str:
+    """`problem`'s few words for the error of its listing. A listing's error answer from S3 is XML
+    with an S3 code (NoSuchBucket, AccessDenied...); one without a code, or with only the HTTP
+    status (botocore's fallback for a body it cannot read, and for a 200 whose body is not XML),
+    comes from something that is not S3."""
+    import botocore.exceptions as bx
+
+    if isinstance(err, bx.ClientError) and (code(err) == "" or code(err).isdigit()):
+        page = ", an HTML page" if "html" in _content_type(err).lower() else ""
+        return f"the endpoint {where} does not answer as an S3 store (HTTP {status(err)}{page}); check AWS_ENDPOINT_URL"
+    typed = translate(err, f"s3://{bucket}")
+    if isinstance(typed, FileNotFoundError):
+        return f"bucket {bucket!r} does not exist at {where}"
+    if isinstance(typed, PermissionError):
+        return f"the object store at {where} refuses these credentials for bucket {bucket!r} (HTTP {status(err)})"
+    if isinstance(typed, StoreUnreachable) and status(err) == 0:
+        return f"the object store at {where} does not answer ({type(err).__name__})"
+    if isinstance(typed, NotAStore):
+        return f"{typed}; check AWS_ENDPOINT_URL"
+    if isinstance(typed, OSError):
+        return str(typed).split(": ", 1)[-1]
+    return f"the object store cannot be used ({type(err).__name__}: {str(err)[:160]})"
 
 
 # ---- credentials kept out of Ray's runtime_env ------------------------------------------------------
