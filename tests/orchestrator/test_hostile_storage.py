@@ -286,3 +286,38 @@ def test_sweep_log_on_a_full_disk_is_one_warning_never_a_logging_traceback(tmp_p
         line for line in err.splitlines() if "a warning" in line and "gatesweep-test-lib" in line
     ] and err.count("a warning") == 3
     assert "chatter" not in err
+
+
+@pytest.mark.slow
+def test_a_sweep_and_its_resume_with_sweep_log_on_a_full_disk(tmp_path):
+    """The issue's case end to end: sweep.log cannot be written (a real ENOSPC: /dev/full); the
+    sweep settles, `resume` runs to its end; one warning line each, no traceback."""
+    import subprocess
+    import sys
+    import tempfile
+
+    sweep = tiny_sweep(tmp_path)
+    folder = tmp_path / "runs" / "sweeps" / "hs"
+    folder.mkdir(parents=True)
+    (folder / "sweep.log").symlink_to("/dev/full")
+    ray_tmp = Path(tempfile.mkdtemp(prefix="gsfull", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT)}
+    uri = f"sqlite:///{tmp_path}/m.db"
+    try:
+        for args in (["run", str(sweep)], ["resume", "hs"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "orchestrator.cli", *args, "--tracking-uri", uri],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            text = done.stdout + done.stderr
+            assert done.returncode == 0, text[-3000:]
+            assert "Traceback" not in text and "Logging error" not in text, text[-3000:]
+            assert text.count("sweep.log: Ray's and MLflow's log lines cannot be written (No space left on device)") == 1, text[-3000:]
+    finally:
+        import shutil
+
+        shutil.rmtree(ray_tmp, ignore_errors=True)
