@@ -32,10 +32,10 @@ def load_state(loc: Location) -> dict:
         return {}
     if f.is_symlink() or not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
         what = (
-            "a link, not the state a driver wrote"
-            if f.is_symlink()
-            else "not a regular file"
+            "not a regular file"
             if not f.is_file()
+            else "a link, not the state a driver wrote"
+            if f.is_symlink()
             else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
         )
         raise UserError(f"{f}: damaged sweep state ({what}); restore it or launch the sweep again with `gatesweep run`")
