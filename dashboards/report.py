@@ -3,12 +3,16 @@ write report.md / report.html / report.csv / report.tex and the PNGs into a fold
 report.md, report.html, report.csv and the PNGs under `report/` on the sweep's MLflow parent
 run, so that the sweep's page in the MLflow UI shows the comparison.
 
-A report never destroys the previous one: a user mistake (an unknown --metrics name, a
---baseline the sweep has no configuration for) is raised before anything is written, and the
-files are written into a staging folder inside the output folder (`.report-partial-PID-...`),
-then moved into place one by one (PNGs first, report.html last), and only then are the previous
-report's files that no longer apply (a plot of an axis that is gone) removed. A report that fails
-or is interrupted halfway leaves the previous one as it was.
+A report never destroys the previous one, nor a user's file: a user mistake (an unknown
+--metrics name, a --baseline the sweep has no configuration for) is raised before anything is
+written, and the files are written into a staging folder inside the output folder
+(`.report-partial-PID-...`), then handed to `orchestrator.storage.owned`, which keeps a manifest
+of the files reports wrote there (`.gatesweep-files.json`): a file of the same name that no
+report wrote (or that was changed since) refuses the report, nothing replaced; otherwise the
+files are moved into place one by one (PNGs first, report.html last), and only then are the
+previous report's files that no longer apply (a plot of an axis that is gone) removed. With
+`with_plots=False` the previous report's plots are left as they are. A report that fails or is
+interrupted halfway leaves the previous one as it was.
 
 Logging those artifacts is the report's only write to the store: no training state, no tag, no
 metric. Plots need per-run data that `search_runs` does not return (the `train/loss` history,
@@ -26,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.storage.remote import pid_alive
+from orchestrator.storage import BadLocation, Location, pid_alive
+from orchestrator.storage.owned import NotOurs
+from orchestrator.storage.owned import replace as replace_owned
 from orchestrator.tracking import names
 
 from . import html as html_report
@@ -87,6 +93,7 @@ def build_report(
     the report into `out_dir` (default `reports/<name>`); raise StoreError for a user mistake."""
     say = progress or (lambda _line: None)
     timings: dict[str, float] = {}
+    given_out = _local_out(out_dir)
     t = time.perf_counter()
     sweep = read_sweep(uri, name, parent_id=parent_id, experiment=experiment)
     timings["read"] = time.perf_counter() - t
@@ -105,7 +112,7 @@ def build_report(
         timings["ladder"] = time.perf_counter() - t
         say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
-    out = Path(out_dir) if out_dir is not None else Path("reports") / sweep.name
+    out = given_out or Path("reports") / sweep.name
     cl = open_client(uri) if with_plots or log else None  # MLflow's client: for plot data and logging only
     stage, created = _stage(out)
     try:
@@ -125,7 +132,7 @@ def build_report(
         (stage / "report.tex").write_text(tables.latex(comp), encoding="utf-8")
         (stage / "report.json").write_text(report_json(comp), encoding="utf-8")
         (stage / "report.html").write_text(html_report.render(comp, made), encoding="utf-8")
-        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.json", "report.html"])
+        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.json", "report.html"], with_plots)
         timings["write"] = time.perf_counter() - t
     except BaseException:  # a failure or Ctrl-C: the previous report stays as it was
         shutil.rmtree(stage, ignore_errors=True)
@@ -153,8 +160,24 @@ def build_report(
 
 
 STAGE_PREFIX = ".report-partial-"
-OWNED_PATTERNS = ("metric_vs_*.png", "interaction_*.png")
+AXIS_PLOT_PATTERNS = ("metric_vs_*.png", "interaction_*.png")
 """Plot files a report writes besides REPORT_FILES and PLOT_FILES (one per axis)."""
+
+
+def _local_out(out_dir: str | Path | None) -> Path | None:
+    """--out as a local folder; StoreError for a text that is a URI or looks like one (`s3:/b`,
+    `s3://b`: the report is written locally only), before anything is read or written."""
+    if out_dir is None:
+        return None
+    try:
+        where = Location.parse(out_dir)
+    except BadLocation as err:
+        raise StoreError(f"--out {err}") from None
+    if where.local is None:
+        raise StoreError(
+            f"--out {out_dir}: a local folder (the report is written here; a runs folder on a store gets it at the end of a sweep)"
+        )
+    return Path(out_dir)
 
 
 def _stage(out: Path) -> tuple[Path, bool]:
@@ -173,17 +196,14 @@ def _stage(out: Path) -> tuple[Path, bool]:
         raise StoreError(f"--out: {out} cannot be written ({err.strerror or err})") from None
 
 
-def _commit(stage: Path, out: Path, names: list[str]) -> None:
+def _commit(stage: Path, out: Path, names: list[str], with_plots: bool) -> None:
     """Move the staged files into `out` (each replace is atomic; `names` in order, report.html
-    last), then remove the previous report's files that this one did not write."""
-    for name in names:
-        os.replace(stage / name, out / name)
-    stage.rmdir()
-    keep = set(names)
-    previous = [out / n for n in REPORT_FILES + PLOT_FILES] + [p for pattern in OWNED_PATTERNS for p in out.glob(pattern)]
-    for path in previous:
-        if path.name not in keep and path.is_file():
-            path.unlink(missing_ok=True)
+    last) through `storage.owned`: only files an earlier report wrote are replaced or removed;
+    without plots, the earlier plots stay. StoreError (exit 2) when a user's file is in the way."""
+    try:
+        replace_owned(out, stage, names, keep=() if with_plots else PLOT_FILES + AXIS_PLOT_PATTERNS)
+    except NotOurs as err:
+        raise StoreError(f"--out {err}") from None
 
 
 # ---- plots ----------------------------------------------------------------------------------

@@ -1,7 +1,12 @@
 """The plots, as PNG files (matplotlib, Agg backend: no display needed): a sweep's comparison
 (`dashboards.report`), one trial's own (`orchestrator.trial`, logged as its artifacts) and a
-probe's (`orchestrator.interop.probe`). A leaf: it imports nothing of gatesweep's, so every
-room that draws may import it.
+probe's (`orchestrator.interop.probe`). A leaf: it imports nothing of gatesweep's but
+`orchestrator.printable`, so every room that draws may import it.
+
+Every text a figure carries (titles, labels, legends, tick labels, notes) is made printable in
+one place before the figure is laid out (`_printable`): a value from a shared sweep file with a
+terminal escape or a bidi override is drawn as its escape (`\x1b`), as the console, the plan and
+report.md show it, and matplotlib has no glyph to warn about.
 
 Each function draws plain data (lists of numbers and labels) into one file and returns its path.
 Comparison of a sweep's configurations:
@@ -20,6 +25,7 @@ One trial, drawn by the same code: `loss_curve` (with its 0.9-EMA), `first_token
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
@@ -30,8 +36,12 @@ from typing import Any
 import matplotlib
 import numpy as np
 
+from orchestrator.printable import terminal
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 DPI = 100
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -41,7 +51,33 @@ def color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
+def _shown(text: str) -> str:
+    """`text` with its control and format characters as escapes; its own line breaks kept."""
+    return "\n".join(terminal(line) for line in text.split("\n"))
+
+
+def _shown_by(func, x, pos=None) -> str:
+    return _shown(str(func(x, pos)))
+
+
+def _printable(fig) -> None:
+    """Every text of `fig` made printable (the module's docstring), tick labels' formatters too
+    (matplotlib draws those again from the formatter)."""
+    for artist in fig.findobj(Text):
+        text = artist.get_text()
+        if not text.isprintable():
+            artist.set_text(_shown(text))
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            fmt = axis.get_major_formatter()
+            if isinstance(fmt, FixedFormatter):
+                fmt.seq = [_shown(str(s)) for s in fmt.seq]
+            elif isinstance(fmt, FuncFormatter):  # what set_xticklabels(labels) makes
+                fmt.func = functools.partial(_shown_by, fmt.func)
+
+
 def _save(fig, path: Path) -> Path:
+    _printable(fig)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -118,6 +154,7 @@ def attention_maps(panels: Sequence[tuple[str, Any]], path: Path, title: str = "
         fig.colorbar(im, ax=axes, fraction=0.03 if len(axes) > 1 else 0.046)
     if title:
         fig.suptitle(title, fontsize=10, y=1.04)
+    _printable(fig)
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -241,6 +278,7 @@ def metric_vs_axis(axis: str, levels: Sequence[str], panels: Sequence[AxisPanel]
     fig.suptitle(f"metrics against {axis}" + (" (log scale)" if log_x else ""), fontsize=10)
     # fixed margins: tight_layout would cost a third of the time of this many panels
     fig.subplots_adjust(left=0.08, right=0.98, top=1 - 0.5 / (2.9 * rows), bottom=0.28 / rows + 0.04, hspace=0.75, wspace=0.3)
+    _printable(fig)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path

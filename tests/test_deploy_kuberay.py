@@ -1,14 +1,18 @@
 """deploy/kuberay/rayjob.yaml is a RayJob the KubeRay operator accepts and a sweep gatesweep runs:
-validated against the committed excerpt of KubeRay's RayJob CRD schema (strictly: an unknown
-field anywhere the excerpt spells out its fields is an error, as `kubectl apply --validate=strict`
-makes it), its entrypoint parsed by gatesweep's own argument parser, every credential taken from
-the Secret by key (no value in the manifest), and every Secret and ConfigMap key documented."""
+validated against the real RayJob CRD of KubeRay v1.7.0 (deploy/kuberay/ray.io_rayjobs.yaml, the
+release's file unchanged: its sha256 is checked here, and against the reference copy in
+../shared/data when that is present) strictly (an unknown field anywhere the schema spells out its
+fields is an error, as `kubectl apply --validate=strict` makes it), its entrypoint parsed by
+gatesweep's own argument parser, every credential taken from the Secret by key (no value in the
+manifest), and every Secret and ConfigMap key documented."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import re
 import shlex
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -19,13 +23,28 @@ from orchestrator.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBERAY = ROOT / "deploy" / "kuberay"
+CRD = KUBERAY / "ray.io_rayjobs.yaml"
+CRD_SHA256 = "01a5cf3b17c1769fda44af7e82debcd98722f0c27b9ab84d084681c6649121f5"
+"""ray-project/kuberay v1.7.0, ray-operator/config/crd/bases/ray.io_rayjobs.yaml (Apache-2.0)."""
+REFERENCE = ROOT.parent / "shared" / "data" / "kuberay-v1.7.0" / "ray.io_rayjobs.yaml"
 
 
+def test_the_crd_is_kuberay_v1_7_0s_own_file_unchanged():
+    data = CRD.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == CRD_SHA256
+    if REFERENCE.is_file():  # the reference copy the project was given, where it is at hand
+        assert REFERENCE.read_bytes() == data
+    crd = yaml.safe_load(data)
+    assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == "ray.io" and crd["metadata"]["name"] == "rayjobs.ray.io"
+    assert not (KUBERAY / "rayjob-crd-schema.yaml").exists(), "the hand-written excerpt is gone"
+
+
+@cache
 def crd_schema() -> dict:
-    crd = yaml.safe_load((KUBERAY / "rayjob-crd-schema.yaml").read_text())
-    assert crd["kind"] == "CustomResourceDefinition" and crd["spec"]["group"] == "ray.io"
+    crd = yaml.safe_load(CRD.read_text())
     (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return strict({**v1["schema"]["openAPIV3Schema"], "$defs": crd["$defs"]})
+    assert v1["served"] and v1["storage"]
+    return strict(v1["schema"]["openAPIV3Schema"])
 
 
 def strict(node):
@@ -67,7 +86,7 @@ def test_the_rayjob_validates_against_the_crd_schema():
     validate(doc)
     spec = doc["spec"]["rayClusterSpec"]
     (gpu,) = spec["workerGroupSpecs"]
-    # what older KubeRay releases also required (see the excerpt's header): set, so any v1 operator takes it
+    # what older KubeRay releases also required: set, so any v1 operator takes it
     assert {"groupName", "replicas", "minReplicas", "maxReplicas", "rayStartParams", "template"} <= set(gpu)
     assert "rayStartParams" in spec["headGroupSpec"] and gpu["minReplicas"] <= gpu["replicas"] <= gpu["maxReplicas"]
     assert int(gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]) >= 1

@@ -64,23 +64,16 @@ def run(args) -> int:
 
 def _check_cache_store() -> None:
     """With GATESWEEP_CACHE on object storage: one round trip before anything is built (UserError
-    naming the URI and the reason when the store cannot be used)."""
+    naming the URI and the reason when the store cannot be used, or when the text looks like a
+    URI but is none a store backs)."""
     from ..data.mirror import check
     from ..data.sources import DataUnavailable
-    from ..data.tokenizers import cache_uri, cache_uri_problem
-    from ..storage.location import Location, is_remote
+    from ..data.tokenizers import cache_location
 
-    uri = cache_uri()
-    problem = cache_uri_problem(uri)
-    if problem:
-        raise UserError(problem)
-    if not is_remote(uri):
-        return
-    root = Location.parse(uri)
-    if not root.path:
-        raise UserError(f"GATESWEEP_CACHE={uri}: no bucket named (expected e.g. s3://bucket/prefix)")
     try:
-        check(root)
+        root = cache_location()
+        if root.remote:
+            check(root)
     except DataUnavailable as err:
         raise UserError(str(err)) from None
 

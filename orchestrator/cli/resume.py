@@ -46,14 +46,14 @@ def run(args) -> int:
         name = args.sweep
         if not NAME_RE.fullmatch(name):  # a name, never a path out of the runs folder
             raise UserError(f"{name!r}: not a sweep file nor a sweep name (1-100 letters, digits, '.', '_', '-')")
-    from orchestrator.launch.preflight_storage import check_runs_dir
+    from orchestrator.launch.preflight_storage import runs_location
 
-    state_dir = sweep_dir(check_runs_dir(args.runs_dir) or Path(args.runs_dir), name)
+    state_dir = sweep_dir(runs_location(args.runs_dir), name)
     state = load_state(state_dir)
     if not state:
         where = str(state_dir).rsplit("/", 1)[0]
         raise UserError(f"no sweep named {name!r} in {where} (was it launched with another --runs-dir?)")
-    stored = stored_copy(state_dir, state) if state_dir.remote else Path(state.get("sweep_file") or str(state_dir / "sweep.yaml"))
+    stored = stored_copy(state_dir, state) if state_dir.local is None else state_dir.local / "sweep.yaml"  # never a path the state names
     if not stored.is_file() and given is None:
         raise UserError(f"{stored}: the stored copy of sweep {name!r} is missing; resume with the sweep file instead")
     stored_spec, stored_exp = load_and_expand(stored) if stored.is_file() else (None, None)
@@ -99,14 +99,15 @@ def run(args) -> int:
 def stored_copy(state_dir, state: dict) -> Path:
     """A remote sweep's stored sweep file (and its state.json, which names the launched file, for
     `relative_to`), downloaded into this machine's scratch folder; the local path of the copy."""
-    from orchestrator.storage.remote import retried, scratch_root
+    from orchestrator.storage.retry import retried
+    from orchestrator.storage.scratch import scratch_root
 
-    local = scratch_root() / "sweeps" / str(state["name"]) / "stored"
+    local = scratch_root() / "sweeps" / state_dir.name / "stored"
     local.mkdir(parents=True, exist_ok=True)
     for f in ("sweep.yaml", "state.json"):
         (local / f).unlink(missing_ok=True)  # a copy of an earlier resume is not trusted
         try:
-            retried(lambda f=f: state_dir.child(f).download(local / f), f"reading {state_dir / f}", budget=60)
+            retried(lambda f=f: state_dir.child(f).download(local / f), f"reading {state_dir / f}", budget_s=60)
         except FileNotFoundError:
             pass
         except OSError as err:

@@ -71,10 +71,10 @@ def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 
 def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     from orchestrator.launch.launcher import Launcher
-    from orchestrator.launch.preflight_storage import check_runs_dir
+    from orchestrator.launch.preflight_storage import runs_location
     from orchestrator.ray.progress import wants_bar
 
-    remote_root = check_runs_dir(args.runs_dir)  # an object store that cannot be used: one line, nothing written
+    runs_root = runs_location(args.runs_dir)  # a URI no store backs, or a store that cannot be used: one line, nothing written
     uri = resolve_uri(args, spec)
     from orchestrator.launch.preflight import preflight
 
@@ -83,7 +83,8 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
         from orchestrator.launch.data import prepare_sweep_data
 
         prepare_sweep_data([t.config for t in expansion.trials], say=lambda line: print(line, flush=True), source=source)
-    runs_root = remote_root or writable_dir(args.runs_dir, "--runs-dir")
+    if runs_root.local is not None:
+        writable_dir(runs_root.local, "--runs-dir")
     launcher = Launcher(
         spec,
         expansion,
@@ -110,7 +111,7 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 
     print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
     print_browse_lines(spec.name, uri, outcome, args.tracking_uri)
-    if remote_root is not None:
+    if runs_root.remote:
         print(f"runs folder: {launcher.dir} (this machine's scratch: {launcher.work})")
     if outcome.interrupted:
         print(f"interrupted: `gatesweep resume {spec.name}` continues", file=sys.stderr)

@@ -94,21 +94,21 @@ def run(args) -> int:
 
     if args.experiment is not None and experiment_problem(args.experiment):
         raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
-    from orchestrator.launch.preflight_storage import check_runs_dir
+    from orchestrator.launch.preflight_storage import runs_location
 
-    remote_root = check_runs_dir(args.runs_dir)  # an object store that cannot be used: one line, nothing written
+    root = runs_location(args.runs_dir)  # a URI no store backs, or a store that cannot be used: one line, nothing written
     uri = tracking_uri(args.tracking_uri, cfg.tracking.uri)
     check_hub([cfg], source=args.config)  # before anything is written
     check_tracking_uri(uri)
-    remote = remote_root.child(f"train-{cfg.config_hash()}") if remote_root else None
+    where = root.child(f"train-{cfg.config_hash()}")
+    remote = where if where.remote else None
     if remote is not None:  # the store is the truth; the trial works in this machine's scratch folder
-        from orchestrator.storage.remote import scratch_for
+        from orchestrator.storage.scratch import scratch_for
 
         run_dir = scratch_for(remote, "train", remote.name)
         _fetch_meta(remote, run_dir)
     else:
-        run_dir = Path(args.runs_dir).expanduser().resolve() / f"train-{cfg.config_hash()}"
-    where = remote or run_dir
+        run_dir = Path(where.path)
     meta_path = run_dir / "run.json"
     run_id = None
     if meta_path.exists():
@@ -135,7 +135,7 @@ def run(args) -> int:
 
     ctx = TrialContext(
         run_dir=run_dir,
-        remote_dir=remote.uri if remote is not None else None,
+        remote_dir=remote,
         tracking_uri=uri,
         experiment=args.experiment or cfg.tracking.experiment,
         run_id=run_id,
@@ -162,12 +162,22 @@ def run(args) -> int:
     return 0
 
 
+MAX_META_BYTES = 1 << 20
+"""run.json holds a run id, a hash and an experiment: far less than this."""
+
+
 def _fetch_meta(remote, run_dir: Path) -> None:
     """The remote trial's run.json into the scratch folder (a stale local copy removed when the
     store has none), so the checks below read what the store says."""
+    from orchestrator import storage
+
     local = run_dir / "run.json"
     local.unlink(missing_ok=True)
     try:
-        remote.child("run.json").download(local)
-    except OSError as err:
-        raise UserError(f"{remote / 'run.json'}: cannot be read ({str(err).strip()[:200]})") from None
+        data = remote.child("run.json").read_bytes(limit=MAX_META_BYTES)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as err:
+        raise UserError(f"{remote / 'run.json'}: cannot be read ({' '.join(str(err).split())[:200]})") from None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    storage.write_bytes(local, data)

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import storage
+from ..storage import BadLocation, Location
+from ..storage.scratch import scratch_root
 from .sources import DataUnavailable, package_dir
 
 BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]", "<|bos|>")
@@ -31,31 +33,31 @@ def cache_uri() -> str:
     return os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "gatesweep")
 
 
+def cache_location() -> Location:
+    """GATESWEEP_CACHE parsed (`storage.Location.parse`): DataUnavailable naming the variable for
+    a text that looks like a URI but is none a store backs (`s3:/b/p`, `s3a://b`, `ftp://h/x`);
+    such a text is never created as a local folder."""
+    uri = cache_uri()
+    try:
+        return Location.parse(uri)
+    except BadLocation as err:
+        raise DataUnavailable(f"{CACHE_ENV}={err}") from None
+
+
 def local_cache_root() -> Path:
     """The local folder the caches live in: GATESWEEP_CACHE itself when it is a folder; when it is
     an object-store URI, the node's scratch cache (GATESWEEP_SCRATCH/cache, GATESWEEP_SCRATCH
     defaulting to TMPDIR/gatesweep-scratch), into which prepared folders are built or downloaded."""
-    from ..storage.location import is_remote
-
-    uri = cache_uri()
-    if not is_remote(uri):
-        problem = cache_uri_problem(uri)
-        if problem:
-            raise DataUnavailable(problem)
-        return Path(uri.removeprefix("file://")).expanduser()
-    from ..storage.remote import scratch_root
-
-    return scratch_root() / "cache"
+    loc = cache_location()
+    return loc.local if loc.local is not None else scratch_root() / "cache"
 
 
 def cache_uri_problem(uri: str) -> str | None:
-    """Why GATESWEEP_CACHE=`uri` cannot be used as written (a scheme no store backs), or None."""
-    from ..storage.location import is_remote
-
-    if "://" in uri and not is_remote(uri) and not uri.startswith("file://"):
-        return (
-            f"GATESWEEP_CACHE={uri}: not a folder or an object-store URI (allowed: a local folder, file://, s3://, gs://, abfs://, hdfs://)"
-        )
+    """Why GATESWEEP_CACHE=`uri` cannot be used as written (a URI no store backs), or None."""
+    try:
+        Location.parse(uri)
+    except BadLocation as err:
+        return f"{CACHE_ENV}={err}"
     return None
 
 
@@ -66,13 +68,11 @@ def cache_dir(kind: str) -> Path:
     return path
 
 
-def remote_cache(kind: str):
-    """The object-store folder of one kind of cache entry (a `storage.location.Location`), or None
-    when GATESWEEP_CACHE is a local folder."""
-    from ..storage.location import Location, is_remote
-
-    uri = cache_uri()
-    return Location.parse(uri).child(kind) if is_remote(uri) else None
+def remote_cache(kind: str) -> Location | None:
+    """The object-store folder of one kind of cache entry, or None when GATESWEEP_CACHE is a
+    local folder."""
+    loc = cache_location()
+    return loc.child(kind) if loc.remote else None
 
 
 @dataclass

@@ -27,6 +27,9 @@ import torch
 from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.bounds import MAX_LEN
+from orchestrator.storage import BadLocation, Location
+from orchestrator.storage.location import is_remote
+from orchestrator.storage.scratch import scratch_for
 
 from . import hf_layouts
 from .errors import InteropError
@@ -129,11 +132,8 @@ def _run_weights(run_id: str, uri: str | None) -> Path:
     except Exception as err:  # MLflow raises its own exception types for a missing run
         raise InteropError(f"run {run_id}: not found in {uri} ({type(err).__name__})") from None
     run_dir = run.data.tags.get(names.RUN_DIR_TAG)
-    if run_dir:
-        from orchestrator.storage.location import is_remote
-
-        if is_remote(run_dir):
-            return _remote_weights(run_id, run_dir)
+    if run_dir and is_remote(run_dir):
+        return _remote_weights(run_id, run_dir)
     if not run_dir or not (Path(run_dir) / names.WEIGHTS_FILE).is_file():
         raise InteropError(f"run {run_id}: its weights are not on this machine ({names.RUN_DIR_TAG} = {run_dir})")
     return Path(run_dir) / names.WEIGHTS_FILE
@@ -142,11 +142,12 @@ def _run_weights(run_id: str, uri: str | None) -> Path:
 def _remote_weights(run_id: str, run_dir: str) -> Path:
     """A trial of a runs folder on an object store: its model.pt and run.json downloaded into this
     machine's scratch folder (fetched again only when the stored object's size changed)."""
-    from orchestrator.storage.location import Location
-    from orchestrator.storage.remote import scratch_for
     from orchestrator.tracking import names
 
-    remote = Location.parse(run_dir)
+    try:
+        remote = Location.parse(run_dir)
+    except BadLocation as err:
+        raise InteropError(f"run {run_id}: its folder tag is not a location ({err})") from None
     local = scratch_for(remote)
     try:
         weights = remote.child(names.WEIGHTS_FILE)

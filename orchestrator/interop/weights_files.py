@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from orchestrator.storage.names import unsafe_reason
+
 from .errors import InteropError
 
 WEIGHTS_NAME = "model.safetensors"
@@ -122,8 +124,10 @@ def folder_headers(folder: str | Path) -> dict[str, TensorInfo]:
             raise InteropError(f"{index}: not a safetensors index (expected {{'weight_map': {{name: file}}}})") from None
         out: dict[str, TensorInfo] = {}
         for name in files:
+            if unsafe_reason(name) or "/" in name:  # '../x', '/abs', 'sub/../x': never joined to the folder
+                raise InteropError(f"{index}: names the shard {name!r}, which is not in {folder}")
             shard = folder / name
-            if not shard.is_file() or shard.parent != folder:
+            if not shard.is_file():
                 raise InteropError(f"{index}: names the shard {name!r}, which is not in {folder}")
             out.update(headers(shard))
         missing = sorted(set(weight_map) - set(out))

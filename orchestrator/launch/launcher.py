@@ -9,7 +9,7 @@ One mechanism serves re-runs, resumes and retries: every trial has a fixed check
   finished in the experiment (`--rerun` forces them).
 On a multi-node cluster, RUNS is a file system every node mounts or an object-store URI
 (`--runs-dir s3://bucket/prefix`): then the store is the truth and every process works in a local
-scratch folder (`orchestrator.storage.remote.scratch_root`): this driver keeps Tune's own folder,
+scratch folder (`orchestrator.storage.scratch.scratch_root`): this driver keeps Tune's own folder,
 sweep.log and the report there (sweep.log and the report are uploaded at the end). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
 ASHA, Optuna, the progress callback), `ray.progress` (the console's progress and ETA), `launch.logfile`
 (Ray's and MLflow's own log lines to RUNS/sweeps/NAME/sweep.log), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
@@ -29,10 +29,14 @@ from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
 from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import load_state, save_state, sweep_dir
 from orchestrator.ray.cluster import RayCluster, kill_stale_ray, oversubscription
+from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.storage.location import Location
+from orchestrator.storage import Location
+from orchestrator.storage.retry import retried
+from orchestrator.storage.s3 import credentials_withheld
+from orchestrator.storage.scratch import scratch_root
 
 
 class Launcher:
@@ -44,7 +48,7 @@ class Launcher:
         expansion: Expansion,
         *,
         source: Path,
-        runs_root: Path | Location,
+        runs_root: Location,
         tracking_uri: str,
         address: str | None = None,
         max_concurrent: int | None = None,
@@ -133,10 +137,8 @@ class Launcher:
             if payloads:
                 try:
                     self._start_cluster()
-                    from orchestrator.storage.remote import credentials_withheld
-
                     with credentials_withheld():  # Ray Tune would copy the AWS keys into every trial's runtime_env
-                        self._fit([p.to_dict() for p in payloads])
+                        self._fit(payloads)
                 except KeyboardInterrupt:
                     interrupted = True
                 except Exception as err:  # Ray or Tune gave up: say why, settle every run, close the parent
@@ -164,10 +166,8 @@ class Launcher:
         (nothing for a local one); a failure is a warning (the runs are in MLflow)."""
         if self.dir.local is not None or not (self.work / name).exists():
             return
-        from orchestrator.storage.remote import retried
-
         try:
-            retried(lambda: self.dir.child(name).upload(self.work / name), f"uploading {name}", budget=60)
+            retried(lambda: self.dir.child(name).upload(self.work / name), f"uploading {name}", budget_s=60)
         except OSError as err:
             self.log(f"warning: {self.dir / name} could not be uploaded ({str(err).strip()[:200]})")
 
@@ -203,7 +203,7 @@ class Launcher:
             except OSError as err:  # Ray is stopped; a resume finds only processes that are gone (recorded by pid and start time)
                 self.log(f"warning: {self.dir / 'state.json'} could not be written ({err.strerror or err})")
 
-    def _fit_promoted(self, payloads: list[dict], common: dict) -> None:
+    def _fit_promoted(self, payloads: list[TrialPayload], common: dict) -> None:
         """A promoting ladder, stage by stage (`launch.promotion`): each stage's trials of the arms
         still in, then the decision of which arms train the next rung."""
         from orchestrator.launch.promotion import Promotion, settle_not_promoted, stages
@@ -216,11 +216,11 @@ class Launcher:
         board, done = common["board"], []
         plan = stages(self.expansion, promo.cfg)
         for i, rungs in enumerate(plan):
-            batch = [p for p in payloads if promo.rung[p["config_hash"]] in rungs and promo.active(p["config_hash"])]
-            left = {p["run_id"]: promo.stopped[promo.arm[p["config_hash"]]] for p in payloads
-                    if promo.rung[p["config_hash"]] in rungs and not promo.active(p["config_hash"]) and p["run_id"]}  # fmt: skip
+            batch = [p for p in payloads if promo.rung[p.config_hash] in rungs and promo.active(p.config_hash)]
+            left = {p.run_id: promo.stopped[promo.arm[p.config_hash]] for p in payloads
+                    if promo.rung[p.config_hash] in rungs and not promo.active(p.config_hash) and p.run_id}  # fmt: skip
             settle_not_promoted(self.runs.uri, left, board.say)
-            board.skip({p["config_hash"] for p in payloads if p["run_id"] in left})  # they will not run: out of the ETA
+            board.skip({p.config_hash for p in payloads if p.run_id in left})  # they will not run: out of the ETA
             if batch:
                 board.say(f"ladder stage {i + 1}/{len(plan)}: rung(s) {', '.join(rungs)}, {len(batch)} trials")
                 build_tuner(self.spec, batch, **common).fit()
@@ -238,7 +238,7 @@ class Launcher:
 
         client(self.runs.uri).log_text(member[1], promo.to_json(), "promotion.json")
 
-    def _fit(self, payloads: list[dict]) -> None:
+    def _fit(self, payloads: list[TrialPayload]) -> None:
         from orchestrator.ray.tune import build_tuner
 
         spec = self.spec
@@ -261,17 +261,17 @@ class Launcher:
                 build_tuner(spec, payloads, **common).fit()
                 return
             for arm in payloads:
-                board.say(f"optuna arm {arm['name']}: {spec.search.num_samples} samples")
+                board.say(f"optuna arm {arm.name}: {spec.search.num_samples} samples")
                 build_tuner(spec, [arm], arm=arm, **common).fit()
         finally:
             board.close()
 
-    def _board(self, payloads: list[dict]):
+    def _board(self, payloads: list[TrialPayload]):
         """The progress board over the trials this launch runs (each Optuna arm's samples too)."""
         from orchestrator.ray.progress import BarDisplay, PlainDisplay, SweepProgress, work_of
 
         if self.spec.search.type == "grid":
-            plan = [work_of(p, key=p["config_hash"]) for p in payloads]
+            plan = [work_of(p, key=p.config_hash) for p in payloads]
         else:
             plan = [work_of(p) for p in payloads for _ in range(self.spec.search.num_samples)]
         display = BarDisplay() if self.bar else PlainDisplay(self.log)
@@ -279,8 +279,6 @@ class Launcher:
 
 
 def _driver_scratch(name: str) -> Path:
-    from orchestrator.storage.remote import scratch_root
-
     folder = scratch_root() / "sweeps" / name / "driver"
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -1,49 +1,40 @@
-"""One driver per sweep: an exclusive lock on the sweep's state folder.
+"""One driver per sweep: the lease (`orchestrator.storage.lease`) on RUNS/sweeps/NAME/driver.lock.
 
-On a local folder: `orchestrator.storage.FileLock` on RUNS/sweeps/NAME/driver.lock, held for the
-driver's whole life. The kernel releases it when the process dies however it dies (SIGKILL
-included), so a stale lock cannot exist on a local file system: a second driver finds it free and
-takes it over. The file's content (pid, host, start time) only serves the refusal message. On a
-network file system without working `flock`, locking is advisory at best.
+On a local folder it is an `flock`, held for the driver's whole life; the kernel releases it when
+the process dies however it dies (SIGKILL included), so a stale lock cannot exist on a local file
+system: a second driver finds it free and takes it over. The file's content (pid, host, start
+time) only serves the refusal message. On a network file system without working `flock`, locking
+is advisory at best.
 
-On S3 (`--runs-dir s3://...`): `orchestrator.storage.remote.ObjectLock`, the object driver.lock
-created only if absent (`If-None-Match: *`), holding pid, host, start and a heartbeat the driver
-refreshes every 15 s. A second driver is refused naming the holder; a lock whose heartbeat is
-older than 90 s on the store's clock (`GATESWEEP_LOCK_STALE_S`), or whose holder is a dead pid on
-this same host, is taken over. Other object stores (gs://, abfs://) have no conditional create
-through pyarrow: there the lock is not enforced and a warning says so.
+On S3 (`--runs-dir s3://...`) it is the object driver.lock created only if absent
+(`If-None-Match: *`), holding pid, host, start and a heartbeat the driver refreshes every 15 s. A
+second driver is refused naming the holder; a lock whose heartbeat is older than 90 s on the
+store's clock (`GATESWEEP_LOCK_STALE_S`), or whose holder is a dead pid on this same host, is
+taken over. Other object stores (gs://, abfs://) have no conditional create through pyarrow:
+there the lock is not enforced and a warning says so.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from orchestrator.spec.files import UserError
-from orchestrator.storage import FileLock, describe_holder
-from orchestrator.storage.location import Location
+from orchestrator.storage import Location, describe_holder
+from orchestrator.storage.lease import Unenforced, lease_for
 
 
 class SweepLock:
-    def __init__(self, folder: Path | Location, name: str, say=print):
-        loc = folder if isinstance(folder, Location) else Location.parse(folder)
-        self.loc = loc.child("driver.lock")
+    def __init__(self, folder: Location, name: str, say=print):
+        self.loc = folder.child("driver.lock")
         self.path = str(self.loc)
         self.name, self.say = name, say
-        self._lock = None
-        if self.loc.local is not None:
-            self._lock = FileLock(self.loc.local)
-        elif self.loc.uri.startswith("s3://"):
-            from orchestrator.storage.remote import ObjectLock
-
-            self._lock = ObjectLock(self.loc)
+        self._lock = lease_for(self.loc)
 
     def acquire(self) -> SweepLock:
-        if self._lock is None:
-            self.say(f"warning: {self.path}: this object store has no conditional create here; one driver per sweep is yours to keep")
+        if isinstance(self._lock, Unenforced):
+            self.say(f"warning: {self._lock.warning}; one driver per sweep is yours to keep")
             return self
         try:
-            taken = self._lock.acquire(blocking=False) if isinstance(self._lock, FileLock) else self._lock.acquire()
-        except Exception as err:  # the store refused or did not answer (boto3's errors are not OSErrors)
+            taken = self._lock.acquire(blocking=False)
+        except (OSError, ValueError) as err:  # the store refused or did not answer (typed by storage.s3)
             raise UserError(f"{self.path}: the driver lock cannot be taken ({type(err).__name__}: {str(err)[:200]})") from None
         if not taken:
             who = describe_holder(self._lock.holder(), "another driver")
@@ -51,7 +42,7 @@ class SweepLock:
             raise UserError(
                 f"sweep {self.name!r} is already running ({who}; lock {self.path}); wait for it, or stop it and `gatesweep resume` it"
             )
-        stale = getattr(self._lock, "took_over", None)
+        stale = self._lock.took_over
         if stale:
             self.say(f"took over the lock of sweep {self.name!r} from {describe_holder(stale, 'a lost driver')}: {stale.get('why')}")
         return self
@@ -59,11 +50,10 @@ class SweepLock:
     @property
     def lost(self) -> bool:
         """Another driver took this lock over (an object-store lock whose heartbeats stopped)."""
-        return bool(getattr(self._lock, "lost", False))
+        return self._lock.lost
 
     def release(self) -> None:
-        if self._lock is not None:
-            self._lock.release()
+        self._lock.release()
 
     def __enter__(self) -> SweepLock:
         return self.acquire()

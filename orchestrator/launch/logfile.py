@@ -11,6 +11,11 @@ its logger when it is imported: MLflow is imported on entry, and since Ray must 
 its environment is set, the launcher calls `recapture()` after starting Ray. On exit every
 logger gets its handlers back; records that never reached a file (the launch stopped before it
 had a folder) go to stderr when they are warnings or worse.
+
+A file that cannot be written (a full disk, a quota, a read-only folder) is said once, in one
+line on stderr, and closed; from then on warnings and worse go to stderr and the rest is dropped.
+No record ever reaches `logging`'s own error path (its "--- Logging error ---" traceback), and
+closing the file at the end never raises.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 LOGGERS = ("ray", "mlflow", "alembic")
 LOG_FILE = "sweep.log"
@@ -32,17 +38,51 @@ class _Handler(logging.Handler):
         super().__init__(logging.DEBUG)
         self.setFormatter(logging.Formatter(FORMAT))
         self.buffer: list[logging.LogRecord] = []
-        self.file = None
+        self.file: TextIO | None = None
+        self.path: Path | None = None
+        self.failed = False
+        """The file could not be written: warnings and worse go to stderr, the rest is dropped."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            if record.levelno >= logging.WARNING:
+                print(self._text(record), file=sys.stderr)
+            return
         if self.file is None:
             self.buffer.append(record)
             return
         try:
-            self.file.write(self.format(record) + "\n")
+            self.file.write(self._text(record) + "\n")
             self.file.flush()
-        except Exception:
-            self.handleError(record)
+        except OSError as err:
+            self.fail(err)
+            if record.levelno >= logging.WARNING:
+                print(self._text(record), file=sys.stderr)
+
+    def _text(self, record: logging.LogRecord) -> str:
+        try:
+            return self.format(record)
+        except Exception:  # a library's record whose arguments do not fit its message
+            return f"{record.levelname} {record.name}: {record.msg!r}"
+
+    def fail(self, err: OSError) -> None:
+        """Say once that the file cannot be written, and stop writing to it."""
+        if not self.failed:
+            self.failed = True
+            print(
+                f"gatesweep: warning: {self.path}: Ray's and MLflow's log lines cannot be written ({err.strerror or err}); "
+                "their warnings go to the console from here on",
+                file=sys.stderr,
+            )
+        self.close_file()
+
+    def close_file(self) -> None:
+        if self.file is not None:
+            file, self.file = self.file, None
+            try:
+                file.close()
+            except OSError:
+                pass  # what could not be flushed is lost; it was said
 
     def setFormatter(self, fmt: logging.Formatter | None) -> None:
         # Ray's ray.init() sets its format on every handler of its logger: this file keeps its own
@@ -98,10 +138,14 @@ class LibraryLog:
         """Write the records to FOLDER/sweep.log from now on (those waiting first)."""
         if self.path is not None:
             return self.path
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / LOG_FILE
-        self.handler.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed on exit)
-        self.handler.file.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv[1:])[:300]}\n")
+        self.path = self.handler.path = folder / LOG_FILE
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.handler.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed on exit)
+            self.handler.file.write(f"---- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(sys.argv[1:])[:300]}\n")
+            self.handler.file.flush()
+        except OSError as err:
+            self.handler.fail(err)
         for record in self.handler.buffer:
             self.handler.emit(record)
         self.handler.buffer.clear()
@@ -121,11 +165,9 @@ class LibraryLog:
         LibraryLog.active = None
         late = [r for r in self.handler.buffer if r.levelno >= logging.WARNING]
         for record in late:
-            print(self.handler.format(record), file=sys.stderr)
+            print(self.handler._text(record), file=sys.stderr)
         self.handler.buffer.clear()
-        if self.handler.file is not None:
-            self.handler.file.close()
-            self.handler.file = None
+        self.handler.close_file()
 
 
 def attach(folder: Path) -> Path | None:

@@ -21,7 +21,8 @@ from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
-from orchestrator.storage.location import Location
+from orchestrator.storage import Location
+from orchestrator.storage.retry import retried
 from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, quoted, redact_uri, search_all, views
 
 
@@ -120,7 +121,7 @@ def make_payload(
     t: ExpandedTrial,
     *,
     run_id: str | None,
-    run_dir: Path | Location,
+    run_dir: Location,
     parent: str,
     uri: str,
     judged_by: list[str],
@@ -133,7 +134,7 @@ def make_payload(
         config_hash=t.config_hash,
         name=t.name,
         run_id=run_id,
-        run_dir=str(run_dir),
+        run_dir=run_dir,
         tracking_uri=redact_uri(uri),
         experiment=spec.tracking.experiment,
         parent_run_id=parent,
@@ -154,7 +155,7 @@ class SweepRuns:
         spec: SweepSpec,
         expansion: Expansion,
         *,
-        folder: Path | Location,
+        folder: Location,
         source: Path,
         uri: str,
         state: dict,
@@ -162,7 +163,7 @@ class SweepRuns:
         rerun: bool,
     ):
         self.spec, self.expansion, self.source, self.uri = spec, expansion, source, uri
-        self.dir = folder if isinstance(folder, Location) else Location.parse(folder)
+        self.dir = folder
         """The sweep's state folder: a local folder or an object-store prefix."""
         self.state, self.resume, self.rerun = state, resume, rerun
         self.experiment = spec.tracking.experiment
@@ -202,8 +203,6 @@ class SweepRuns:
             if self.source != stored.local.resolve():
                 shutil.copyfile(self.source, stored.local)
         else:
-            from orchestrator.storage.remote import retried
-
             data = self.source.read_bytes()
             retried(lambda: stored.write_bytes(data), f"writing {stored}")
         views.write_sweep_view(

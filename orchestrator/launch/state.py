@@ -2,49 +2,47 @@
 id and checkpoint folder, the local Ray of a running driver), the stored sweep file, driver.lock
 and one folder per trial. state.json is written atomically and validated when read back.
 
-RUNS is a local folder or an object-store URI (`orchestrator.storage.location.Location`); on a
-store, state.json is one PUT (whole or absent), retried through an outage
-(`orchestrator.storage.remote.retried`)."""
+RUNS is a `Location` (a local folder or an object-store prefix, parsed once at the CLI); on a
+store, state.json is one PUT (whole or absent), retried through an outage (`storage.retry`).
+The stored sweep file is always STATE/sweep.yaml: a path the state file names is not followed."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from orchestrator import storage
 from orchestrator.spec.files import UserError
-from orchestrator.storage.location import Location
+from orchestrator.storage import Location
+from orchestrator.storage.retry import retried
 
 MAX_STATE_BYTES = 256 << 20
 """state.json holds a few hundred bytes per trial: 256 MiB is far beyond any sweep's."""
 
 
-def sweep_dir(runs_root: str | Path | Location, name: str) -> Location:
-    root = runs_root if isinstance(runs_root, Location) else Location.parse(runs_root)
-    return root.child("sweeps", name)
+def sweep_dir(runs_root: Location, name: str) -> Location:
+    return runs_root.child("sweeps", name)
 
 
-def _loc(path: str | Path | Location) -> Location:
-    return path if isinstance(path, Location) else Location.parse(path)
-
-
-def load_state(path: str | Path | Location) -> dict:
+def load_state(loc: Location) -> dict:
     """The sweep's state.json ({} when there is none); UserError in one line when it is damaged."""
-    loc = _loc(path)
     if loc.local is None:
-        return _load_remote(loc.child("state.json"))
+        return _load_remote(loc.child("state.json"), loc.name)
     f = loc.local / "state.json"
-    if not f.exists():
+    if not f.exists() and not f.is_symlink():
         return {}
-    if not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
-        what = "not a regular file" if not f.is_file() else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
+    if f.is_symlink() or not f.is_file() or f.stat().st_size > MAX_STATE_BYTES:  # a device or a pipe would be read forever
+        what = (
+            "not a regular file"
+            if not f.is_file()
+            else "a link, not the state a driver wrote"
+            if f.is_symlink()
+            else f"{f.stat().st_size:,} bytes, more than {MAX_STATE_BYTES:,}"
+        )
         raise UserError(f"{f}: damaged sweep state ({what}); restore it or launch the sweep again with `gatesweep run`")
-    return _parse(f, f.read_bytes())
+    return _parse(f, f.read_bytes(), loc.name)
 
 
-def _load_remote(f: Location) -> dict:
-    from orchestrator.storage.remote import retried
-
+def _load_remote(f: Location, name: str) -> dict:
     try:
         data = retried(lambda: f.read_bytes(MAX_STATE_BYTES), f"reading {f}")
     except FileNotFoundError:
@@ -53,10 +51,10 @@ def _load_remote(f: Location) -> dict:
         raise UserError(f"{f}: damaged sweep state ({err}); restore it or launch the sweep again with `gatesweep run`") from None
     except OSError as err:
         raise UserError(f"{f}: the sweep state cannot be read ({str(err).strip()[:200]})") from None
-    return _parse(f, data)
+    return _parse(f, data, name)
 
 
-def _parse(f, data: bytes) -> dict:
+def _parse(f, data: bytes, name: str) -> dict:
     try:
         state = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -65,6 +63,8 @@ def _parse(f, data: bytes) -> dict:
             "restore it from a backup or launch the sweep again with `gatesweep run`"
         ) from None
     problem = _state_problem(state)
+    if not problem and state.get("name") != name:
+        problem = f"it names sweep {str(state.get('name'))[:60]!r}, not the folder's {name!r}"
     if problem:
         raise UserError(f"{f}: damaged sweep state ({problem}); restore it or launch the sweep again with `gatesweep run`")
     return state
@@ -94,13 +94,10 @@ def _state_problem(state) -> str:
     return ""
 
 
-def save_state(path: str | Path | Location, state: dict) -> None:
-    loc = _loc(path)
+def save_state(loc: Location, state: dict) -> None:
     if loc.local is not None:
         loc.local.mkdir(parents=True, exist_ok=True)
         storage.write_json(loc.local / "state.json", state, indent=2)
         return
-    from orchestrator.storage.remote import retried
-
     f = loc.child("state.json")
     retried(lambda: f.write_json(state, indent=2), f"writing {f}")

@@ -16,6 +16,8 @@ from pathlib import Path
 from orchestrator import netpolicy, signals
 from orchestrator.netpolicy import TELEMETRY_ENV
 from orchestrator.spec.files import UserError
+from orchestrator.storage import s3
+from orchestrator.storage.retry import RETRY_ENV
 
 TRACKING_ENV = "GATESWEEP_TRACKING_URI"
 """The tracking URI, unredacted, set in each trial's process from `trial_secrets` (never in a config)."""
@@ -33,8 +35,8 @@ PASS_ENV = (
     "DS_ACCELERATOR",
     "TORCH_EXTENSIONS_DIR",
     *TELEMETRY_ENV,
-    *("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_CA_BUNDLE", "AWS_EC2_METADATA_DISABLED"),
-    *("GATESWEEP_S3_CONNECT_TIMEOUT", "GATESWEEP_S3_REQUEST_TIMEOUT", "GATESWEEP_STORE_RETRY_S"),
+    *s3.PLAIN_ENV,
+    *(s3.CONNECT_TIMEOUT_ENV, s3.REQUEST_TIMEOUT_ENV, RETRY_ENV),
 )
 """Driver variables forwarded to every Ray worker (remote clusters do not inherit the driver's).
 Where an object store is: its endpoint and region travel; its keys (AWS_ACCESS_KEY_ID,

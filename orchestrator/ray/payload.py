@@ -1,13 +1,16 @@
-"""What crosses the Ray boundary into a trial: a typed payload (plain data, absolute paths).
+"""What crosses the Ray boundary into a trial: a typed payload.
 
-It travels through Tune's param_space as a dict (`to_dict`) and becomes typed again on the
-trainable's first line (`from_dict`)."""
+The launcher builds and carries `TrialPayload` objects; only at the Ray boundary do they become
+dicts of plain data (`to_dict`: Tune's param_space, Ray Train's loop config, where the trial's
+folder is its URI), and the trainable's first line makes one typed again (`from_dict`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from orchestrator.storage import Location
 
 
 @dataclass(kw_only=True)
@@ -19,8 +22,8 @@ class TrialPayload:
     """The trial's run name."""
     run_id: str | None
     """Its MLflow run, created before launch (grid); None for Optuna trials (created per Tune trial)."""
-    run_dir: str
-    """Absolute folder of its checkpoints and artifacts, or its object-store URI (s3://...): then
+    run_dir: Location
+    """The folder of its checkpoints and artifacts: local (absolute), or on an object store; then
     the trial works in a local scratch folder synchronised with it (`trainable.local_run_dir`)."""
     tracking_uri: str
     """Redacted; the real URI reaches workers in GATESWEEP_TRACKING_URI."""
@@ -37,11 +40,12 @@ class TrialPayload:
     """Optuna: the values sampled for this trial."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain data for Ray (the folder as its URI)."""
+        return {**dataclasses.asdict(self), "run_dir": self.run_dir.uri}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialPayload:
-        return cls(**data)
+        return cls(**{**data, "run_dir": Location.parse(data["run_dir"])})
 
     def replace(self, **changes: Any) -> TrialPayload:
         return dataclasses.replace(self, **changes)

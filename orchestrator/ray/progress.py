@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from orchestrator.ray.payload import TrialPayload
+
 EVERY_S = 30.0
 """Seconds between two plain status lines while no event is printed."""
 
@@ -51,10 +53,9 @@ class Work:
         return max(1, self.steps) * max(1, self.tokens_per_step)
 
 
-def work_of(payload: dict[str, Any], sampled: dict[str, Any] | None = None, *, key: str | None = None) -> Work:
-    """The work of a trial payload (`TrialPayload.to_dict()`), Optuna's `sampled` values
-    (dotted paths) applied."""
-    cfg = payload.get("config") or {}
+def work_of(payload: TrialPayload, sampled: dict[str, Any] | None = None, *, key: str | None = None) -> Work:
+    """The work of a trial payload, Optuna's `sampled` values (dotted paths) applied."""
+    cfg = payload.config
     sampled = sampled or {}
 
     def value(path: str, default: int) -> int:
@@ -65,8 +66,8 @@ def work_of(payload: dict[str, Any], sampled: dict[str, Any] | None = None, *, k
             node = node.get(part) if isinstance(node, dict) else None
         return int(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else default
 
-    per_step = value("train.batch_size", 1) * value("train.grad_accum", 1) * int(payload.get("workers") or 1) * value("data.seq_len", 1)
-    return Work(str(payload.get("name", "?")), value("train.steps", 1), per_step, key=key, arm=str(payload.get("name", "")))
+    per_step = value("train.batch_size", 1) * value("train.grad_accum", 1) * max(1, payload.workers) * value("data.seq_len", 1)
+    return Work(payload.name, value("train.steps", 1), per_step, key=key, arm=payload.name)
 
 
 def duration(s: float) -> str:

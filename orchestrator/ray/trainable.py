@@ -21,6 +21,8 @@ from pathlib import Path
 from gatedmodels.typedconfig import set_dotted
 from orchestrator.ray.cluster import TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.storage import Location
+from orchestrator.storage.scratch import scratch_for
 from orchestrator.tracking import names, views
 
 
@@ -57,17 +59,14 @@ def _failure_report(payload: TrialPayload, step: int) -> dict:
     return {**{m: float("nan") for m in payload.judged_by}, "failed": 1.0, "step": step}
 
 
-def local_run_dir(payload: TrialPayload) -> tuple[Path, str | None]:
+def local_run_dir(payload: TrialPayload) -> tuple[Path, Location | None]:
     """Where the trial works on this node, and its folder on an object store (None for a local
     runs folder): a remote run_dir is worked on in `$GATESWEEP_SCRATCH/SWEEP/trials/HASH[/TUNE_ID]`."""
-    from orchestrator.storage.location import Location, is_remote
-    from orchestrator.storage.remote import scratch_for
-
-    if not is_remote(payload.run_dir):
-        return Path(payload.run_dir), None
-    loc = Location.parse(payload.run_dir)
+    loc = payload.run_dir
+    if loc.local is not None:
+        return loc.local, None
     _, _, tail = loc.path.partition(f"/sweeps/{payload.sweep}/trials/")
-    return scratch_for(loc, "sweeps", payload.sweep, "trials", *(tail.split("/") if tail else [loc.name])), loc.uri
+    return scratch_for(loc, "sweeps", payload.sweep, "trials", *(tail.split("/") if tail else [loc.name])), loc
 
 
 def _context(payload: TrialPayload, report, num_threads: int | None):
@@ -165,9 +164,7 @@ def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
             names.TRIAL_NAME_TAG: name,
         }
         run_id = RunLogger.create(uri, payload.experiment, run_name=name, tags=tags, parent_run_id=payload.parent_run_id).run_id
-    from orchestrator.storage.location import Location
-
-    return payload.replace(run_id=run_id, name=name, run_dir=str(Location.parse(payload.run_dir).child(trial_id)))
+    return payload.replace(run_id=run_id, name=name, run_dir=payload.run_dir.child(trial_id))
 
 
 def _worker_loop(config: dict) -> None:

@@ -11,11 +11,12 @@ from ray import tune
 from ray.tune import Callback
 
 from orchestrator import metrics
+from orchestrator.ray.payload import TrialPayload
 
 
 def build_tuner(
     spec,
-    payloads: list[dict],
+    payloads: list[TrialPayload],
     *,
     max_t: int,
     storage: Path,
@@ -24,10 +25,11 @@ def build_tuner(
     board,
     stopped: dict,
     errors: dict,
-    arm: dict | None = None,
+    arm: TrialPayload | None = None,
     secrets: dict[str, str] | None = None,
 ) -> tune.Tuner:
-    """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm`. `board` is the
+    """A Tuner over `payloads` (grid), or over Optuna samples of one grid `arm` (here, at the Ray
+    boundary, the payloads become plain dicts: `TrialPayload.to_dict`). `board` is the
     sweep's progress (`orchestrator.ray.progress.SweepProgress`); `stopped` and `errors` are
     filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines. `secrets`
     (`RayCluster.trial_secrets`) reach each trial through Ray's object store (`with_parameters`),
@@ -52,8 +54,8 @@ def build_tuner(
         )
     common = dict(scheduler=scheduler, reuse_actors=True, max_concurrent_trials=concurrency, trial_dirname_creator=lambda tr: tr.trial_id)
     if arm is None:
-        names = {p["config_hash"]: p["name"] for p in payloads}
-        param_space = {"trial": tune.grid_search(payloads)}
+        names = {p.config_hash: p.name for p in payloads}
+        param_space = {"trial": tune.grid_search([p.to_dict() for p in payloads])}
         tune_cfg = tune.TuneConfig(trial_name_creator=lambda tr: names.get(tr.config["trial"]["config_hash"], tr.trial_id), **common)
     else:
         import optuna
@@ -61,13 +63,13 @@ def build_tuner(
 
         s = spec.search
         sampler = optuna.samplers.TPESampler(seed=s.seed) if s.sampler == "tpe" else optuna.samplers.RandomSampler(seed=s.seed)
-        param_space = {"trial": arm, "space": {path: tune_distribution(d) for path, d in s.space.items()}}
+        param_space = {"trial": arm.to_dict(), "space": {path: tune_distribution(d) for path, d in s.space.items()}}
         search = failure_aware(OptunaSearch)(metric=s.metric, mode=s.mode, sampler=sampler)
         tune_cfg = tune.TuneConfig(
-            search_alg=search, num_samples=s.num_samples, trial_name_creator=lambda tr: f"{arm['name']}-{tr.trial_id[-5:]}", **common
+            search_alg=search, num_samples=s.num_samples, trial_name_creator=lambda tr: f"{arm.name}-{tr.trial_id[-5:]}", **common
         )
     run_cfg = tune.RunConfig(
-        name=f"{spec.name}-{arm['name'] if arm else 'grid'}-{int(time.time())}",
+        name=f"{spec.name}-{arm.name if arm else 'grid'}-{int(time.time())}",
         storage_path=str(storage),
         failure_config=tune.FailureConfig(max_failures=retries),
         verbose=0,
@@ -144,8 +146,8 @@ class Progress(Callback):
         from orchestrator.ray.progress import work_of
 
         cfg = getattr(trial, "config", None) or {}
-        payload = cfg.get("trial") or {}
-        key = None if "space" in cfg else payload.get("config_hash")
+        payload = TrialPayload.from_dict(cfg["trial"])
+        key = None if "space" in cfg else payload.config_hash
         work = work_of(payload, cfg.get("space"), key=key)
         work.name = self._name(trial)
         self.board.start(trial.trial_id, work)

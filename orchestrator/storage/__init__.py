@@ -1,30 +1,41 @@
-"""Files that are whole or absent, and one process at a time: the disciplines every room shares,
-on a local disk and on an object store (a leaf: it imports no other gatesweep package).
+"""Files that are whole or absent, one holder at a time, on a local disk and on an object store:
+the one storage API every room uses (a leaf: it imports no other gatesweep package).
 
-- `atomic`: `write_bytes` / `write_text` / `write_json` / `write_stream` write a temporary file in
-  the target's folder, fsync it and rename it over the target, so a reader sees the old file or
-  the new one, never half of one; `publish_folder` builds a folder beside its final place and
-  renames it in, the first publisher winning a race. A failure, KeyboardInterrupt included,
-  leaves the target as it was and removes the temporary file or folder.
-- `locks`: `FileLock`, an exclusive `flock` (blocking or not) whose holder writes who it is into
-  the lock file, for the message of whoever finds it taken; the kernel drops it when its holder
-  dies, SIGKILL included.
-- `location`: `Location`, one interface over a local folder or an object-store URI (s3://, gs://,
-  abfs://: pyarrow.fs); an object is written in one PUT, so it too is whole or absent.
-- `remote`: what a runs folder or cache on an object store needs beside it: each machine's scratch
-  folder (GATESWEEP_SCRATCH), writes retried through an outage, the one-driver lock as a
-  conditional create with a heartbeat, AWS keys kept out of Ray's runtime_env, and the one check
-  that a store can be used (`store_problem`).
+- `atomic`: `write_bytes` / `write_text` / `write_json` / `write_stream` replace a local file
+  through a fsynced temporary sibling; `publish_folder` renames a folder built beside its place in.
+- `location`: `Location`, one interface over a local folder or an object-store URI; `parse` is
+  the edge where a user's text becomes one (`BadLocation` for a URI no store backs).
+- `folders`: a folder published with ONE manifest of sizes and sha256 written last, and fetched
+  verified (trial checkpoints, the data cache); `owned`: a user's folder in which gatesweep
+  replaces only its own files (the report's --out).
+- `lease`: one holder at a time: the file lock locally (`locks.FileLock`), a conditional create
+  with a heartbeat on S3.
+- `retry`: the one retry policy (typed transient errors, one backoff schedule).
+- `s3`: the one reader of the S3 settings, the one client, S3's answers as typed errors.
+- `names`: names given by a store or a file stay inside their folder.
+- `scratch`: each machine's local folder beside a remote one; `usable`: can a store be used.
+- `errors`: the typed errors.
 """
 
 from .atomic import publish_folder, remove_leftovers, write_bytes, write_json, write_stream, write_text
-from .locks import FileLock, describe_holder
+from .errors import BadLocation, Damaged, NotAStore, StoreUnreachable, UnsafeName
+from .location import Location
+from .locks import FileLock, describe_holder, pid_alive
+from .retry import retried
 
 __all__ = [
+    "BadLocation",
+    "Damaged",
     "FileLock",
+    "Location",
+    "NotAStore",
+    "StoreUnreachable",
+    "UnsafeName",
     "describe_holder",
+    "pid_alive",
     "publish_folder",
     "remove_leftovers",
+    "retried",
     "write_bytes",
     "write_json",
     "write_stream",

@@ -1,90 +1,111 @@
 """A folder that is a local path or an object-store URI, behind one small interface.
 
 `Location.parse("runs")`, `Location.parse("/shared/runs")`, `Location.parse("s3://bucket/prefix")`
-(and the other URIs `pyarrow.fs` understands: gs://, abfs://, hdfs://) give the same operations:
-`child`, `exists`, `read_bytes` / `write_bytes` (and the text and JSON forms), `list`, `delete_tree`,
-`upload` / `download` of a local file or folder.
+(and the other stores pyarrow opens: gs://, abfs://, hdfs://) give the same operations: `child`,
+`exists`, `read_bytes` / `write_bytes` (and the text and JSON forms), `list`, `files`,
+`delete_tree`, `upload` / `download` of a local file or folder, `open_read` for a stream.
 
-Whole or absent, on both kinds:
-- a local write goes through `orchestrator.storage.atomic` (temporary sibling, fsync, rename);
-- an object-store write is one PUT (or one multipart upload, visible only once it completes), so
-  a reader sees the old object or the new one, never half of one. A *folder* uploaded file by
-  file is not atomic: whoever needs a whole folder writes a marker object last and trusts only
-  folders that have it (the trial checkpoints' COMPLETE).
+`parse` is the edge where a user's text becomes a location: what looks like a URI but is none a
+store backs (`s3:/b/p`, `s3a://b/p`, `s3:b/p`, `gcs:/b`, `scheme:rest`, an empty bucket, a `..`
+part) is `BadLocation` with a hint, before anything is created; a local folder whose name has a
+colon is written `./name:x`. `child` takes plain names only (`storage.names`): a name a store or
+a file gives cannot lead out of its folder.
 
-S3 is reached the way boto3, MLflow and pyarrow reach it: credentials from the standard chain
-(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a profile, an instance role), the endpoint from
-AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3), the region from AWS_DEFAULT_REGION / AWS_REGION.
-Nothing here prints or stores a credential; `str(location)` is the URI as the user wrote it.
+Whole or absent, on both kinds: a local write goes through `storage.atomic` (temporary sibling,
+fsync, rename); an object-store write is one PUT, so a reader sees the old object or the new one.
+A folder uploaded file by file is not atomic: `storage.folders` publishes one with its manifest
+last. Errors are typed (`storage.errors`): `FileNotFoundError`, `PermissionError`,
+`StoreUnreachable`, `NotAStore`; `str(location)` is the URI, never a credential.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from . import atomic
+from .backends import ArrowBackend, LocalBackend, S3Backend
+from .errors import BadLocation
+from .names import confined, safe_relpath
 
 REMOTE_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
+LOOKALIKES = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "gs": "gs", "s3": "s3"}
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.S)
+STORES_TEXT = "object stores: s3://BUCKET/PREFIX, gs://, abfs://, hdfs://; a local folder whose name has a ':' is written ./NAME"
+
+
+def _hint(scheme: str, rest: str) -> str:
+    """'did you mean s3://b/p' for a near miss of a store's URI ('' when none is near)."""
+    target = LOOKALIKES.get(scheme.lower(), scheme.lower() if scheme.lower() in REMOTE_SCHEMES else "")
+    body = rest.lstrip("/")
+    return f"; did you mean {target}://{body}?" if target and body else ""
+
+
+def _remote(scheme: str, rest: str, text: str) -> tuple[str, str]:
+    """(uri, path) of a store's URI, refusing one without a bucket or with a '.' or '..' part."""
+    body = rest[2:].strip("/")
+    bucket = body.split("/", 1)[0]
+    if not bucket:
+        raise BadLocation(f"{text}: no bucket in the URI (expected e.g. {scheme}://BUCKET/PREFIX)")
+    parts = body.split("/")
+    if any(p in (".", "..") for p in parts) or "" in parts:
+        raise BadLocation(f"{text}: a URI with an empty, '.' or '..' part; write the prefix plainly")
+    return f"{scheme}://{body}", body
+
+
+def split(where: str | Path) -> tuple[str, str]:
+    """(uri, path) of a local folder or a store's URI as `Location.parse` reads it; BadLocation."""
+    text = str(where)
+    if not text.strip() or "\x00" in text:
+        raise BadLocation(f"{text!r}: not a folder name")
+    m = _SCHEME.fullmatch(text) if not text.startswith(("/", ".", "~")) else None
+    if m is None:
+        p = str(Path(text).expanduser().resolve())
+        return p, p
+    scheme, rest = m.group(1).lower(), m.group(2)
+    if scheme == "file" and rest.startswith("///"):
+        p = str(Path(rest[2:]).resolve())
+        return p, p
+    if scheme in REMOTE_SCHEMES and rest.startswith("//") and not rest.startswith("///"):
+        return _remote(scheme, rest, text)
+    if scheme == "file":
+        raise BadLocation(f"{text}: a file URI is file:///ABSOLUTE/PATH")
+    raise BadLocation(f"{text}: not a folder or an object-store URI that gatesweep can open{_hint(scheme, rest)} ({STORES_TEXT})")
 
 
 def is_remote(where: str | Path) -> bool:
-    """Whether `where` names an object store (a URI with a scheme other than file://)."""
-    s = str(where)
-    return "://" in s and s.split("://", 1)[0].lower() in REMOTE_SCHEMES
-
-
-def _s3_filesystem():
-    from pyarrow import fs
-
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    kwargs: dict[str, Any] = {}
-    if endpoint:
-        scheme, _, host = endpoint.partition("://")
-        kwargs["endpoint_override"] = host.rstrip("/") if host else endpoint
-        kwargs["scheme"] = scheme if host else "https"
-    region = os.environ.get("AWS_DEFAULT_REGION") or os.environ.get("AWS_REGION")
-    if region or endpoint:
-        kwargs["region"] = region or "us-east-1"
-    from .remote import withheld_credentials
-
-    held = withheld_credentials()  # the keys this process keeps out of Ray's runtime_env, if any
-    if held.get("AWS_ACCESS_KEY_ID") and held.get("AWS_SECRET_ACCESS_KEY"):
-        kwargs["access_key"], kwargs["secret_key"] = held["AWS_ACCESS_KEY_ID"], held["AWS_SECRET_ACCESS_KEY"]
-        token = held.get("AWS_SESSION_TOKEN") or held.get("AWS_SECURITY_TOKEN")
-        if token:
-            kwargs["session_token"] = token
-    kwargs["connect_timeout"] = float(os.environ.get("GATESWEEP_S3_CONNECT_TIMEOUT", "5"))
-    kwargs["request_timeout"] = float(os.environ.get("GATESWEEP_S3_REQUEST_TIMEOUT", "60"))
-    return fs.S3FileSystem(**kwargs)
+    """Whether `where` names an object store (a URI of one of REMOTE_SCHEMES; no check beyond)."""
+    text = str(where)
+    return "://" in text and text.split("://", 1)[0].lower() in REMOTE_SCHEMES
 
 
 @dataclass(frozen=True)
 class Location:
     uri: str
-    """As the user wrote it (a local path is made absolute); what messages show."""
+    """As the user wrote it (a local path made absolute); what messages show."""
     path: str
-    """The path inside the file system (`bucket/prefix/...` on S3, an absolute path locally)."""
+    """The path inside the file system (`bucket/prefix/...` on a store, an absolute path locally)."""
 
     @classmethod
-    def parse(cls, where: str | Path) -> Location:
-        s = str(where)
-        if s.startswith("file://"):
-            s = s[len("file://") :]
-        if not is_remote(s):
-            p = str(Path(s).expanduser().resolve())
-            return cls(p, p)
-        scheme, rest = s.split("://", 1)
-        rest = rest.strip("/")
-        return cls(f"{scheme.lower()}://{rest}", rest)
+    def parse(cls, where: str | Path | Location) -> Location:
+        """The location of a local folder or a store's URI; `BadLocation` (the module's docstring)."""
+        if isinstance(where, Location):
+            return where
+        return cls(*split(where))
 
     # ---- naming -------------------------------------------------------------------------------
     @property
     def remote(self) -> bool:
         return is_remote(self.uri)
+
+    @property
+    def scheme(self) -> str:
+        return self.uri.split("://", 1)[0] if self.remote else "file"
 
     @property
     def local(self) -> Path | None:
@@ -96,12 +117,15 @@ class Location:
         return PurePosixPath(self.path).name
 
     def child(self, *parts: str) -> Location:
-        parts = tuple(p.strip("/") for p in parts if p)
-        if not self.remote:
-            p = str(Path(self.path, *parts))
+        """The location of `parts` under this one; each part is a plain name or names joined by
+        '/' (`storage.names.safe_relpath`: `UnsafeName` for '..', an absolute path, ...)."""
+        rel = "/".join(safe_relpath(p, self.uri) for p in parts if p != "")
+        if not rel:
+            return self
+        if self.local is not None:
+            p = str(Path(self.path, rel))
             return Location(p, p)
-        sub = "/".join(parts)
-        return Location(f"{self.uri}/{sub}", f"{self.path}/{sub}")
+        return Location(f"{self.uri}/{rel}", f"{self.path}/{rel}")
 
     def __truediv__(self, part: str) -> Location:
         return self.child(part)
@@ -110,60 +134,48 @@ class Location:
         return self.uri
 
     # ---- the file system ------------------------------------------------------------------------
-    @property
-    def fs(self):
-        from pyarrow import fs
-
+    def _fs(self) -> LocalBackend | S3Backend | ArrowBackend:
         if not self.remote:
-            return fs.LocalFileSystem()
-        scheme = self.uri.split("://", 1)[0]
-        if scheme == "s3":
-            return _s3_filesystem()
-        return fs.FileSystem.from_uri(self.uri)[0]
-
-    def _info(self):
-        return self.fs.get_file_info(self.path)
+            return LocalBackend()
+        if self.scheme == "s3":
+            return S3Backend()
+        return ArrowBackend(self.uri)
 
     def exists(self) -> bool:
-        from pyarrow import fs
-
-        return self._info().type != fs.FileType.NotFound
+        return self._fs().info(self.path)[0] != "none"
 
     def is_file(self) -> bool:
-        from pyarrow import fs
-
-        return self._info().type == fs.FileType.File
+        return self._fs().info(self.path)[0] == "file"
 
     def size(self) -> int:
-        return int(self._info().size or 0)
+        return self._fs().info(self.path)[1]
 
     def list(self) -> list[str]:
         """The names directly under this folder (empty when it does not exist)."""
-        from pyarrow import fs
-
-        sel = fs.FileSelector(self.path, allow_not_found=True, recursive=False)
-        return sorted(PurePosixPath(i.path).name for i in self.fs.get_file_info(sel))
+        return self._fs().list(self.path)
 
     def files(self) -> list[str]:
-        """Every file under this folder, as paths relative to it (sorted)."""
-        from pyarrow import fs
-
-        sel = fs.FileSelector(self.path, allow_not_found=True, recursive=True)
-        root = self.path.rstrip("/") + "/"
-        return sorted(i.path[len(root) :] for i in self.fs.get_file_info(sel) if i.type == fs.FileType.File)
+        """Every file under this folder, as paths relative to it (sorted; links left out)."""
+        return self._fs().files(self.path)
 
     # ---- reading and writing ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def open_read(self) -> Iterator[BinaryIO]:
+        """A binary stream of this file or object (`FileNotFoundError` when it is not there)."""
+        with self._fs().open_read(self.path) as fh:
+            yield fh
+
     def read_bytes(self, limit: int | None = None) -> bytes:
         """The whole object or file (ValueError when it is larger than `limit` bytes)."""
-        if self.local is not None:
-            p = self.local
-            if limit is not None and p.stat().st_size > limit:
-                raise ValueError(f"{self.uri}: {p.stat().st_size:,} bytes, more than {limit:,}")
-            return p.read_bytes()
-        if limit is not None and self.size() > limit:
-            raise ValueError(f"{self.uri}: {self.size():,} bytes, more than {limit:,}")
-        with self.fs.open_input_stream(self.path) as fh:
-            return fh.read()
+        if limit is not None:
+            kind, size = self._fs().info(self.path)
+            if kind == "file" and size > limit:
+                raise ValueError(f"{self.uri}: {size:,} bytes, more than {limit:,}")
+        with self.open_read() as fh:
+            data = fh.read(limit + 1) if limit is not None else fh.read()
+        if limit is not None and len(data) > limit:  # grown since it was looked at, or a device
+            raise ValueError(f"{self.uri}: more than {limit:,} bytes")
+        return data
 
     def read_text(self, limit: int | None = None) -> str:
         return self.read_bytes(limit).decode("utf-8")
@@ -172,12 +184,7 @@ class Location:
         return json.loads(self.read_text(limit))
 
     def write_bytes(self, data: bytes) -> None:
-        if self.local is not None:
-            self.local.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_bytes(self.local, data)
-            return
-        with self.fs.open_output_stream(self.path) as fh:
-            fh.write(data)
+        self._fs().write(self.path, data)
 
     def write_text(self, text: str) -> None:
         self.write_bytes(text.encode("utf-8"))
@@ -187,72 +194,50 @@ class Location:
 
     def delete(self) -> None:
         """Remove this file or object (nothing when it is absent)."""
-        if self.exists():
-            self.fs.delete_file(self.path)
+        fs = self._fs()
+        if fs.info(self.path)[0] == "file":
+            fs.delete_file(self.path)
 
     def delete_tree(self) -> None:
         """Remove this folder and everything under it (nothing when it is absent)."""
-        from pyarrow import fs
-
-        info = self._info()
-        if info.type == fs.FileType.Directory:
-            self.fs.delete_dir(self.path)
-        elif info.type == fs.FileType.File:
-            self.fs.delete_file(self.path)
-        elif self.remote:  # a prefix with objects under it but no directory marker
-            for rel in self.files():
-                self.fs.delete_file(f"{self.path}/{rel}")
+        self._fs().delete_tree(self.path)
 
     # ---- copying between here and a local folder ------------------------------------------------
     def upload(self, source: Path, *, skip: tuple[str, ...] = ()) -> list[str]:
         """Copy a local file to this object, or a local folder's files under this folder (the
         relative paths copied, sorted; names in `skip` are left out, to be written last)."""
-        source = Path(source)
+        source, fs = Path(source), self._fs()
         if source.is_file():
-            self._copy_in(source, self)
+            fs.put_file(source, self.path)
             return [source.name]
         done = []
-        for f in sorted(p for p in source.rglob("*") if p.is_file()):
-            rel = f.relative_to(source).as_posix()
-            if rel in skip:
-                continue
-            self._copy_in(f, self.child(rel))
-            done.append(rel)
+        for rel in LocalBackend().files(str(source)):
+            if rel not in skip:
+                fs.put_file(source / rel, self.child(rel).path)
+                done.append(rel)
         return done
 
     def download(self, target: Path) -> list[str]:
         """Copy this object to the local file `target`, or this folder's files under the local
-        folder `target` (each file written atomically); the relative paths copied."""
+        folder `target` (each written atomically; a listed name that would leave `target` is
+        `UnsafeName`, before it is written); the relative paths copied."""
         target = Path(target)
         if self.is_file():
-            self._copy_out(self, target)
+            self.copy_to(target)
             return [target.name]
         done = []
         for rel in self.files():
-            self._copy_out(self.child(rel), target / rel)
+            self.child(rel).copy_to(confined(target, rel, self.uri))
             done.append(rel)
         return done
 
-    @staticmethod
-    def _copy_in(source: Path, dest: Location) -> None:
-        if dest.local is not None:
-            dest.local.parent.mkdir(parents=True, exist_ok=True)
-            with open(source, "rb") as src:
-                atomic.write_stream(dest.local, lambda fh: _pump(src, fh))
-            return
-        with open(source, "rb") as src, dest.fs.open_output_stream(dest.path) as fh:
-            _pump(src, fh)
-
-    @staticmethod
-    def _copy_out(source: Location, dest: Path) -> None:
+    def copy_to(self, dest: Path) -> None:
+        """This file or object into the local file `dest`, whole or not at all."""
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with source.fs.open_input_stream(source.path) as src:
+        with self.open_read() as src:
             atomic.write_stream(dest, lambda fh: _pump(src, fh))
 
 
 def _pump(src, dst, chunk: int = 8 << 20) -> None:
-    while True:
-        b = src.read(chunk)
-        if not b:
-            return
-        dst.write(b)
+    while block := src.read(chunk):
+        dst.write(block)

@@ -18,9 +18,24 @@ from pathlib import Path
 from typing import Any
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class FileLock:
     """An exclusive lock on `path` (created, with its folder, if missing). `info`: extra fields the
-    holder records beside its pid, host and start time."""
+    holder records beside its pid, host and start time. `lost` and `took_over` are there for the
+    one lease interface (`storage.lease`): the kernel never hands a held flock to another."""
+
+    lost = False
+    took_over: dict | None = None
 
     def __init__(self, path: str | Path, **info: Any):
         self.path = Path(path)
@@ -36,7 +51,9 @@ class FileLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.path}: this lock is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by child processes (PEP 446)
+        # not inherited by child processes (PEP 446); a link in its place is refused (ELOOP), never
+        # followed: the holder truncates and writes the file it opens
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:

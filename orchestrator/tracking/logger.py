@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.storage.retry import Backoff, retried
+
 from .names import PARENT_TAG
 from .store import client, get_or_create_experiment, redact_uri
 
@@ -28,11 +30,12 @@ def _is_number(v: Any) -> bool:
 
 
 class StoreCalls:
-    """Calls into a tracking store that outlast its outages: a transient error (`transient`: a
-    connection error, a timeout, a 5xx answer, a locked SQLite database) is said once as a
-    warning, backed off (1 s doubling to 30 s), and retried; any other error is raised at once.
-    Params and tags are retried in a loop for at most `patience` seconds, then the last error is
-    raised; metrics stay in `_buffer` until a flush gets them through."""
+    """Calls into a tracking store that outlast its outages, with the one retry policy
+    (`orchestrator.storage.retry`): a transient error (`transient`: a connection error, a timeout,
+    a 5xx answer, a locked SQLite database) is said once as a warning and retried after pauses
+    doubling from 1 s to 30 s; any other error is raised at once. Params and tags are retried for
+    at most `patience` seconds, then the last error is raised; metrics stay in `_buffer` until a
+    flush gets them through (the same schedule, `Backoff`, says when the next flush may try)."""
 
     def __init__(self, *, quiet: bool = False, patience: float = 600.0):
         self.quiet = quiet
@@ -40,38 +43,35 @@ class StoreCalls:
         self._buffer: list = []
         self._down_since: float | None = None
         self._backoff_until = 0.0
-        self._backoff = 1.0
+        self._pause = Backoff()
         self.warnings: list[str] = []
 
     def _call(self, fn, *, raise_errors: bool = True) -> bool:
         """`fn()`; True once it went through. A transient failure: False at once without
         `raise_errors` (the caller keeps what it sent), else retried until `patience` runs out."""
-        deadline = time.monotonic() + self.patience
-        while True:
+        if raise_errors:
+            retried(fn, "tracking store", budget_s=self.patience, is_transient=transient, on_error=self._went_down)
+        else:
             try:
                 fn()
-            except Exception as err:  # store unreachable, locked or erroring: keep going, say so
+            except Exception as err:  # store unreachable, locked or erroring: keep the points, say so
                 if not transient(err):
                     raise
-                now = time.monotonic()
-                if self._down_since is None:
-                    self._down_since = now
-                    self._warn(f"tracking store unreachable ({type(err).__name__}); buffering metrics and retrying")
-                self._backoff_until = now + self._backoff
-                self._backoff = min(self._backoff * 2, 30.0)
-                if not raise_errors:
-                    return False
-                if now >= deadline:
-                    raise
-                time.sleep(max(0.0, min(self._backoff_until, deadline) - now))
-                continue
-            if self._down_since is not None:
-                self._warn(
-                    f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent"
-                )
-                self._down_since = None
-            self._backoff = 1.0
-            return True
+                self._went_down(err)
+                self._backoff_until = time.monotonic() + self._pause.next()
+                return False
+        if self._down_since is not None:
+            self._warn(
+                f"tracking store reachable again after {time.monotonic() - self._down_since:.0f} s; {len(self._buffer)} buffered points sent"
+            )
+            self._down_since = None
+        self._pause.reset()
+        return True
+
+    def _went_down(self, err: BaseException) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self._warn(f"tracking store unreachable ({type(err).__name__}); buffering metrics and retrying")
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)

@@ -5,7 +5,9 @@ loading them safely. Saving and loading through the engine is the checkpoint cal
     RUN_DIR/checkpoints/stepN/   one DeepSpeed checkpoint (tag `stepN`), its client state being the
                                  trainer's (`Trainer.state_dict`) plus `config_hash`
     RUN_DIR/checkpoints/stepN/COMPLETE   written once the folder is whole and every metric point
-                                 up to step N is in the store; only such folders are resumed from
+                                 up to step N is in the store: the folder's manifest (every file's
+                                 size and sha256, `storage.folders`' one format, with the step);
+                                 only such folders are resumed from
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import torch
 
 from orchestrator import storage
+from orchestrator.storage import Damaged, Location, UnsafeName, folders
 
 COMPLETE = "COMPLETE"  # written into a checkpoint folder once DeepSpeed has finished saving it
 
@@ -41,7 +44,10 @@ def latest_checkpoint(run_dir: Path) -> str | None:
 
 
 def mark_complete(run_dir: Path, step: int) -> None:
-    storage.write_text(checkpoint_dir(run_dir) / tag(step) / COMPLETE, f"{step}\n")
+    """Write the checkpoint's manifest as its COMPLETE marker (the same file its upload publishes)."""
+    folder = checkpoint_dir(run_dir) / tag(step)
+    manifest = folders.Manifest(folders.manifest_of(folder, skip=(COMPLETE,)), extra={"step": step})
+    storage.write_json(folder / COMPLETE, manifest.to_dict(), indent=1)
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> None:
@@ -83,50 +89,20 @@ def disk_report(path: Path) -> str:
 
 # ---- a runs folder on an object store ------------------------------------------------------------
 # The trial trains in a local scratch folder; REMOTE (a Location) is the truth. A checkpoint is
-# uploaded file by file, then its COMPLETE marker, holding the manifest (each file's size and
-# sha256), LAST: a remote checkpoint without COMPLETE, or whose files do not match its manifest,
-# is not trusted, and the previous whole one is used.
+# published with the one protocol of `storage.folders`: its files, then COMPLETE, the manifest
+# (each file's size and sha256, and the step), LAST. A remote checkpoint without COMPLETE, whose
+# manifest names anything outside its folder, or whose files do not match it, is not trusted,
+# and the previous whole one is used.
 
 
-def manifest(folder: Path) -> dict[str, list]:
-    """relative path -> [size, sha256] of every file in a checkpoint folder but COMPLETE."""
-    import hashlib
-
-    out: dict[str, list] = {}
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != COMPLETE):
-        h = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(8 << 20), b""):
-                h.update(chunk)
-        out[f.relative_to(folder).as_posix()] = [f.stat().st_size, h.hexdigest()]
-    return out
-
-
-def mismatch(folder: Path, expected: dict) -> str:
-    """'' when `folder` holds exactly the files of `expected` (a manifest); else what differs."""
-    have = manifest(folder)
-    missing = sorted(set(expected) - set(have))
-    if missing:
-        return f"{len(missing)} file(s) missing, e.g. {missing[0]}"
-    for rel, (size, digest) in expected.items():
-        if have[rel][0] != size:
-            return f"{rel}: {have[rel][0]} bytes, the manifest says {size}"
-        if have[rel][1] != digest:
-            return f"{rel}: sha256 differs from the manifest"
-    return ""
-
-
-def upload_checkpoint(run_dir: Path, remote, step: int) -> None:
-    """Upload the local whole checkpoint of `step` under REMOTE/checkpoints/, COMPLETE (with the
-    manifest) last. Raises OSError when the store fails (the caller retries)."""
+def upload_checkpoint(run_dir: Path, remote: Location, step: int) -> None:
+    """Publish the local whole checkpoint of `step` under REMOTE/checkpoints/, COMPLETE last.
+    Store errors propagate (the caller retries)."""
     local = checkpoint_dir(run_dir) / tag(step)
-    dest = remote.child("checkpoints", tag(step))
-    files = manifest(local)
-    dest.upload(local, skip=(COMPLETE,))
-    dest.child(COMPLETE).write_json({"step": step, "files": files})
+    folders.publish(local, remote.child("checkpoints", tag(step)), name=COMPLETE, extra={"step": step})
 
 
-def remote_checkpoints(remote) -> tuple[list[int], list[int]]:
+def remote_checkpoints(remote: Location) -> tuple[list[int], list[int]]:
     """(steps with a COMPLETE marker, every step with any object), each ascending (one listing)."""
     whole, seen = set(), set()
     for rel in remote.child("checkpoints").files():
@@ -138,35 +114,28 @@ def remote_checkpoints(remote) -> tuple[list[int], list[int]]:
     return sorted(whole), sorted(seen)
 
 
-def download_latest(remote, run_dir: Path, say=None) -> str | None:
-    """Replace the local checkpoints with REMOTE's newest whole one (verified against its manifest);
-    a damaged or partial one is skipped for the previous; its tag, or None when none is whole."""
-    import json
-
+def download_latest(remote: Location, run_dir: Path, say=None) -> str | None:
+    """Replace the local checkpoints with REMOTE's newest whole one (verified against its manifest,
+    nothing written outside its folder); a damaged or partial one is skipped for the previous;
+    its tag, or None when none is whole."""
     folder = checkpoint_dir(run_dir)
     shutil.rmtree(folder, ignore_errors=True)  # the store is the truth, not what an earlier attempt left here
     whole, _ = remote_checkpoints(remote)
     for step in reversed(whole):
         src = remote.child("checkpoints", tag(step))
-        dest = folder / tag(step)
         try:
-            record = json.loads(src.child(COMPLETE).read_text(limit=64 << 20))
-            expected = record["files"]
-            for rel in expected:
-                src.child(rel).download(dest / rel)
-            why = mismatch(dest, expected)
-        except (FileNotFoundError, ValueError, KeyError, TypeError) as err:  # partial or damaged; other OSErrors: the store failed
-            why = f"{type(err).__name__}: {str(err).strip()[:160]}"
-        if not why:
-            storage.write_json(dest / COMPLETE, record)
-            return tag(step)
-        shutil.rmtree(dest, ignore_errors=True)
-        if say is not None:
-            say(f"checkpoint {src} is not whole ({why}); using the previous one")
+            manifest = folders.fetch(src, folder / tag(step), name=COMPLETE)
+        except (FileNotFoundError, Damaged, UnsafeName) as err:  # partial or damaged; other errors: the store failed
+            if say is not None:
+                say(f"checkpoint {src} is not whole ({' '.join(str(err).split())[:200]}); using the previous one")
+            shutil.rmtree(folder / tag(step), ignore_errors=True)
+            continue
+        storage.write_json(folder / tag(step) / COMPLETE, manifest.to_dict())
+        return tag(step)
     return None
 
 
-def prune_remote(remote, keep: int) -> None:
+def prune_remote(remote: Location, keep: int) -> None:
     """REMOTE's counterpart of `prune_checkpoints`: the newest `keep` whole checkpoints stay; older
     ones and partial leftovers older than the newest whole one go."""
     whole, seen = remote_checkpoints(remote)

@@ -64,8 +64,8 @@ class TrialContext:
     run_name: str | None = None
     parent_run_id: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
-    remote_dir: str | None = None
-    """The trial's folder on an object store (a URI), the truth `run_dir` is synchronised with:
+    remote_dir: Location | None = None
+    """The trial's folder on an object store, the truth `run_dir` is synchronised with:
     checkpoints downloaded on start and uploaded as they are saved, run.json, model.pt and the
     artifacts uploaded (`orchestrator.trial.checkpoint`)."""
     resume: bool = True
@@ -160,7 +160,7 @@ def make_trainer(
     written), then the console and Ray Tune. Logging, console, artifacts and benchmarks are the
     main process's."""
     main = rank == 0
-    remote = Location.parse(ctx.remote_dir) if ctx.remote_dir else None
+    remote = ctx.remote_dir
     spikes = SpikeMonitor(cfg.train, rank=rank, world=world)
     which = benchmarks.selected(cfg.eval) if main else ()
     console = Console(ctx.progress, cfg.train.steps) if main and ctx.progress is not None else None

@@ -94,7 +94,8 @@ def test_a_new_report_replaces_the_files_that_no_longer_apply_and_leaves_others_
     assert not [n for n in names if n.startswith(report_module.STAGE_PREFIX)]
 
 
-def test_the_sweep_file_logged_on_the_parent_orders_the_levels(tracking_uri, monkeypatch):
+def test_the_sweep_file_logged_on_the_parent_orders_the_levels(tracking_uri, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the default --out, reports/NAME, is relative to the working folder
     fill_sizes(tracking_uri, "ordered")
     for api in ("0", "1"):  # the SQLite reader and MLflow's search_runs read the same file
         monkeypatch.setenv("GATESWEEP_REPORT_SEARCH_RUNS", api)
@@ -105,3 +106,67 @@ def test_the_sweep_file_logged_on_the_parent_orders_the_levels(tracking_uri, mon
     assert rep.comparison.levels["model.gate"] == ["none", "G1-elementwise"]
     md = rep.files["report.md"].read_text()
     assert md.index("| none           | tiny") < md.index("| none           | small")
+
+
+# ---- a user's files in --out (issue 33) -----------------------------------------------------------
+USER_PLOTS = ("loss_curves.png", "gate_histograms.png", "interaction_lr.png", "metric_vs_width.png")
+
+
+def test_no_plots_never_deletes_a_users_files_of_the_same_names(tracking_uri, tmp_path, capsys):
+    """The issue's case: the user's own PNGs, named like the report's, in --out; `--no-plots`
+    writes no PNG and touches none of them."""
+    fill_sizes(tracking_uri)
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in USER_PLOTS:
+        (out / name).write_bytes(b"the user's own " + name.encode())
+    assert main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", str(out), "--no-log", "--no-plots"]) == 0
+    for name in USER_PLOTS:
+        assert (out / name).read_bytes() == b"the user's own " + name.encode(), name
+    assert (out / "report.html").is_file()
+
+
+def test_a_users_file_in_the_way_refuses_the_report_and_nothing_is_replaced(tracking_uri, tmp_path, capsys):
+    fill_sizes(tracking_uri)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my own notes, not a report")
+    capsys.readouterr()
+    rc = main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", str(out), "--no-log", "--no-plots"])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("gatesweep: error: ")]
+    assert rc == 2 and len(errors) == 1 and "report.md is not a file an earlier report wrote" in errors[0] and "Traceback" not in err, err
+    assert snapshot(out) == {"report.md": b"my own notes, not a report"}, "nothing replaced, no staging folder left"
+    # the report's own files are replaced by the next report; once the user edits one, it is theirs
+    out2 = tmp_path / "rep"
+    assert main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", str(out2), "--no-log", "--no-plots"]) == 0
+    assert main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", str(out2), "--no-log", "--no-plots"]) == 0
+    (out2 / "report.csv").write_text("edited")
+    capsys.readouterr()
+    assert main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", str(out2), "--no-log", "--no-plots"]) == 2
+    assert "report.csv is not a file an earlier report wrote" in capsys.readouterr().err
+    assert (out2 / "report.csv").read_text() == "edited"
+
+
+def test_no_plots_leaves_the_previous_reports_plots_alone(tracking_uri, tmp_path):
+    fill_sizes(tracking_uri)
+    out = tmp_path / "rep"
+    build_report(tracking_uri, "sizes", out_dir=out, log=False)
+    plots = {n: b for n, b in snapshot(out).items() if n.endswith(".png")}
+    assert "metric_vs_model.size.png" in plots
+    build_report(tracking_uri, "sizes", out_dir=out, log=False, with_plots=False)
+    assert {n: b for n, b in snapshot(out).items() if n.endswith(".png")} == plots
+    build_report(tracking_uri, "sizes", out_dir=out, log=False)  # plots again: they are still the report's own
+    assert {n for n in snapshot(out) if n.endswith(".png")} == set(plots)
+
+
+@pytest.mark.parametrize("out", ["s3://bucket/reports", "s3:/bucket/reports", "s3a://bucket/r"])
+def test_an_out_that_is_or_looks_like_a_uri_is_refused_before_anything(out, tracking_uri, tmp_path, capsys, monkeypatch):
+    fill_sizes(tracking_uri)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    rc = main(["report", "sizes", "--tracking-uri", tracking_uri, "--out", out, "--no-log", "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip().splitlines()[-1].startswith(f"gatesweep: error: --out {out}") and "Traceback" not in err, err
+    before = {"mlartifacts", "mlflow.db", "mlflow.db.lock"}
+    assert {p.name for p in tmp_path.iterdir()} <= before, "no local folder named like the URI, no reports/"

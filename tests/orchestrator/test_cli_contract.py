@@ -98,6 +98,7 @@ def test_every_command_against_a_dead_store_and_a_closed_stdout(tmp_path, comman
         state = tmp_path / "runs" / "sweeps" / "quickstart"
         state.mkdir(parents=True)
         (state / "state.json").write_text(json.dumps({"name": "quickstart", "parent_run_id": RUN_ID, "sweep_file": QUICK, "trials": {}}))
+        (state / "sweep.yaml").write_bytes(Path(QUICK).read_bytes())  # the stored copy: resume reads only this one
     t0 = time.monotonic()
     rc, _, err = gatesweep([command, *args], tmp_path, base_env(tmp_path, uri))
     took = time.monotonic() - t0

@@ -18,6 +18,7 @@ import pytest
 from orchestrator.cli.main import main
 from orchestrator.data import mirror
 from orchestrator.data.prepare import DataSettings, prepare
+from orchestrator.storage import folders
 from orchestrator.storage.location import Location
 from tests.services.s3 import SECRET_KEY
 
@@ -85,7 +86,7 @@ def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3
     assert sorted(keys) == sorted([manifests[0]] + [f"{entry}/{manifest['build']}/{f}" for f in manifest["files"]])
     local = next((scratch_a / "cache" / "tokens").glob("*/meta.json")).parent
     for rel, want in manifest["files"].items():  # the manifest is the local folder's sizes and hashes
-        assert (local / rel).stat().st_size == want["size"] and mirror._hash_file(local / rel)[1] == want["sha256"]
+        assert (local / rel).stat().st_size == want["size"] and folders.hash_file(local / rel).sha256 == want["sha256"]
     tok_keys = entry_keys(s3, "tokenizers")
     assert len(tok_keys) == 2 and sum(k.endswith("/MANIFEST.json") for k in tok_keys) == 1  # the trained BPE, published the same way
     assert SECRET_KEY not in out + err
@@ -356,7 +357,7 @@ def test_a_store_frozen_during_a_download_leaves_nothing_half_and_recovers(s3, t
     monkeypatch.setenv("GATESWEEP_S3_CONNECT_TIMEOUT", "1")
     from orchestrator.data.sources import DataUnavailable
 
-    real, calls, had_first = mirror._download_verified, [], []
+    real, calls, had_first = folders.download_verified, [], []
 
     def freeze_after_the_first_file(*args, **kwargs):
         calls.append(args[1])
@@ -365,7 +366,7 @@ def test_a_store_frozen_during_a_download_leaves_nothing_half_and_recovers(s3, t
             s3.pause()  # one file is in the staging folder, the next request hangs
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mirror, "_download_verified", freeze_after_the_first_file)
+    monkeypatch.setattr(folders, "download_verified", freeze_after_the_first_file)
     t0 = time.monotonic()
     try:
         with pytest.raises(DataUnavailable) as caught:

@@ -40,3 +40,43 @@ def test_the_ladder_plots_draw_fits_bands_and_trends_with_infinities_and_gaps(tm
     assert plots.ladder_multipliers([], tmp_path / "empty.png").exists()
     panels = [("first_token_attn", [("none", [1e11, 1e12], [0.5, 0.6], [0.1, math.nan]), ("G1", [], [], [])])]
     assert plots.ladder_trends(panels, tmp_path / "t.png").stat().st_size > 5000
+
+
+def test_labels_with_terminal_escapes_are_drawn_escaped_with_no_glyph_warning(tmp_path, recwarn):
+    """An axis value from a shared sweep file with ESC sequences, a bidi override and a newline
+    reaches every kind of text a plot has (title, legend, tick labels, panel titles): matplotlib
+    has nothing to warn about (its `Glyph 27 (ESC) missing` reached the console raw), and the
+    figure carries the escapes that the console and report.md show."""
+    import warnings
+
+    from orchestrator.printable import terminal
+
+    bad = "sep\x1b[2J\x1b]0;pwned\x07\u202eG1"
+    warnings.simplefilter("always")
+    made = [
+        plots.loss_curves([plots.Curve(bad, 0, [1, 2, 3], [3.0, 2.0, 1.0], [(2, 2.0)])], tmp_path / "a.png", f"loss {bad}"),
+        plots.first_token_layers([(bad, [0.3, 0.2])], 0.1, tmp_path / "b.png", bad),
+        plots.gate_histograms([(bad, [[1, 2, 3], [3, 2, 1]])], tmp_path / "c.png", bad),
+        plots.metric_vs_axis(bad, [bad, "plain"], [plots.AxisPanel(bad, [(0, 1.0), (1, 2.0)], [1.0, 2.0])], tmp_path / "d.png"),
+        plots.interaction_plot(
+            bad,
+            [bad, "x"],
+            [plots.InteractionPanel(bad, [plots.DeltaSeries(bad, [0.1, -0.2], [(0.0, 0.2), None], [True, False])])],
+            tmp_path / "e.png",
+        ),
+        plots.attention_pair((bad, [[1.0, 0.0], [0.5, 0.5]]), ("G1", [[1.0, 0.0], [0.9, 0.1]]), tmp_path / "f.png", bad),
+    ]
+    glyphs = [str(w.message) for w in recwarn if "Glyph" in str(w.message) or "missing from font" in str(w.message)]
+    assert glyphs == [], glyphs
+    for path in made:
+        assert path.read_bytes()[:4] == PNG
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_title(bad)
+    ax.set_xticks([0, 1], [bad, "ok"])
+    plots._printable(fig)
+    fmt = ax.xaxis.get_major_formatter()
+    shown = [ax.get_title(), fmt(0, 0)]
+    plt.close(fig)
+    assert shown[0] == terminal(bad) and shown[1] == terminal(bad) and "\x1b" not in "".join(shown)

@@ -154,8 +154,13 @@ def test_bar_on_a_terminal_with_event_lines_above_it():
 
 
 def test_work_of_a_payload_counts_tokens_with_samples_applied():
-    payload = {"name": "g", "workers": 2, "config": {"train": {"steps": 30, "batch_size": 8, "grad_accum": 2}, "data": {"seq_len": 32}}}
-    w = work_of(payload, {"train.steps": 60}, key="abc")
+    from orchestrator.ray.payload import TrialPayload
+    from orchestrator.storage import Location
+
+    config = {"train": {"steps": 30, "batch_size": 8, "grad_accum": 2}, "data": {"seq_len": 32}}
+    payload = TrialPayload(config=config, config_hash="abc", name="g", run_id=None, run_dir=Location.parse("/tmp/r"), tracking_uri="", experiment="e",
+                           parent_run_id="p", sweep="s", workers=2)  # fmt: skip
+    w = work_of(TrialPayload.from_dict(payload.to_dict()), {"train.steps": 60}, key="abc")
     assert (w.steps, w.tokens_per_step, w.key, w.arm, w.tokens) == (60, 8 * 2 * 2 * 32, "abc", "g", 60 * 1024)
 
 

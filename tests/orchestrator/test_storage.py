@@ -294,12 +294,13 @@ def test_the_sweep_lock_refusal_names_the_live_driver(tmp_path):
     """launch.lock.SweepLock on top of FileLock: the message `gatesweep run` prints for a second driver."""
     from orchestrator.launch.lock import SweepLock
     from orchestrator.spec.files import UserError
+    from orchestrator.storage import Location
 
     code = """
         import sys, time
-        from pathlib import Path
         from orchestrator.launch.lock import SweepLock
-        with SweepLock(Path(sys.argv[1]), "twice"):
+        from orchestrator.storage import Location
+        with SweepLock(Location.parse(sys.argv[1]), "twice"):
             print("held", flush=True)
             time.sleep(120)
         """
@@ -307,12 +308,12 @@ def test_the_sweep_lock_refusal_names_the_live_driver(tmp_path):
     try:
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(UserError) as err:
-            SweepLock(tmp_path, "twice").acquire()
+            SweepLock(Location.parse(tmp_path), "twice").acquire()
         message = str(err.value)
         assert message.startswith(f"sweep 'twice' is already running (driver pid {child.pid} on host {socket.gethostname()}, started 20")
         assert message.endswith(f"lock {tmp_path / 'driver.lock'}); wait for it, or stop it and `gatesweep resume` it")
     finally:
         child.kill()
         child.wait()
-    with SweepLock(tmp_path, "twice") as lock:  # a SIGKILLed driver's lock is taken over
+    with SweepLock(Location.parse(tmp_path), "twice") as lock:  # a SIGKILLed driver's lock is taken over
         assert lock._lock.held

@@ -15,6 +15,8 @@ import torch
 
 from orchestrator import storage
 from orchestrator.evals.heldout import probes_artifact
+from orchestrator.storage import Location
+from orchestrator.storage.retry import retried
 from orchestrator.tracking.outcomes import TrialFailed
 from orchestrator.trial import plots
 from orchestrator.trial.callbacks.base import Callback
@@ -26,7 +28,7 @@ class Artifacts(Callback):
 
     state_key = "history"
 
-    def __init__(self, cfg, built, spikes, run_dir: Path, tracker, remote=None):
+    def __init__(self, cfg, built, spikes, run_dir: Path, tracker, remote: Location | None = None):
         self.remote = remote
         """The trial's folder on an object store (a Location): artifacts/ and model.pt are uploaded there."""
         self.cfg, self.resolved = cfg, cfg.replace(model=built.model_cfg)
@@ -59,8 +61,6 @@ class Artifacts(Callback):
     def upload(self) -> None:
         """artifacts/ and model.pt to the remote folder, model.pt last; a store still down after the
         retries is a warning (the run's MLflow artifacts hold the same files)."""
-        from orchestrator.storage.remote import retried
-
         try:
             retried(lambda: self.remote.child("artifacts").upload(self.run_dir / "artifacts"), f"uploading to {self.remote}")
             retried(lambda: self.remote.child("model.pt").upload(self.run_dir / "model.pt"), f"uploading to {self.remote}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from orchestrator.storage import Location
+from orchestrator.storage.retry import retried
 from orchestrator.tracking.outcomes import TrialFailed
 from orchestrator.trial import checkpoint as ckpt
 from orchestrator.trial.callbacks.base import Callback
@@ -25,7 +27,16 @@ class Checkpointer(Callback):
     `remote` (a Location, or None): the trial's folder on an object store."""
 
     def __init__(
-        self, run_dir: Path, *, resume: bool, keep: int, config_hash: str, is_main: bool = True, tracker=None, remote=None, say=None
+        self,
+        run_dir: Path,
+        *,
+        resume: bool,
+        keep: int,
+        config_hash: str,
+        is_main: bool = True,
+        tracker=None,
+        remote: Location | None = None,
+        say=None,
     ):
         self.run_dir, self.resume, self.keep, self.config_hash = run_dir, resume, keep, config_hash
         self.is_main, self.tracker, self.remote = is_main, tracker, remote
@@ -44,8 +55,6 @@ class Checkpointer(Callback):
         self.trainer = trainer
         if self.remote is not None and self.resume:
             if self.is_main:
-                from orchestrator.storage.remote import retried
-
                 retried(lambda: ckpt.download_latest(self.remote, self.run_dir, say=self._warn), f"downloading from {self.remote}")
             _barrier()  # the other ranks of this node load what the main process downloaded
         tag = ckpt.latest_checkpoint(self.run_dir) if self.resume else None
@@ -82,8 +91,6 @@ class Checkpointer(Callback):
                 self._upload(step)
 
     def _upload(self, step: int) -> None:
-        from orchestrator.storage.remote import retried
-
         try:
             retried(
                 lambda: ckpt.upload_checkpoint(self.run_dir, self.remote, step), f"uploading checkpoint {ckpt.tag(step)}", say=self._warn

@@ -16,6 +16,7 @@ import os
 import socket
 
 from orchestrator import storage
+from orchestrator.storage.retry import retried
 from orchestrator.tracking import RunLogger, git_state, inputs, names, package_versions, redact_uri
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG
 from orchestrator.trial.callbacks.base import Callback
@@ -28,7 +29,7 @@ def run_tags(cfg, ctx) -> dict:
     return {
         names.KIND_TAG: names.TRIAL_KIND,
         names.CONFIG_HASH_TAG: cfg.config_hash(),
-        names.RUN_DIR_TAG: ctx.remote_dir or str(ctx.run_dir),
+        names.RUN_DIR_TAG: str(ctx.remote_dir or ctx.run_dir),
         names.GATE_TAG: cfg.model.gate.label,
         names.TASK_TAG: cfg.data.source,
         names.HOST_TAG: socket.gethostname(),
@@ -81,11 +82,8 @@ class MLflowLogging(Callback):
         self.logger.client.update_run(self.run_id, status="RUNNING")
         record = {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
         storage.write_json(ctx.run_dir / "run.json", record)
-        if ctx.remote_dir:  # the runs folder is on an object store: run.json there too
-            from orchestrator.storage.location import Location
-            from orchestrator.storage.remote import retried
-
-            remote = Location.parse(ctx.remote_dir).child("run.json")
+        if ctx.remote_dir is not None:  # the runs folder is on an object store: run.json there too
+            remote = ctx.remote_dir.child("run.json")
             retried(lambda: remote.write_json(record), f"writing {remote}")
         if ctx.on_run is not None:
             ctx.on_run(self.run_id)

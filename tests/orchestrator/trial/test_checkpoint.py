@@ -3,6 +3,8 @@ failures) and the checkpoint format."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -22,7 +24,8 @@ def test_checkpoints_are_marked_whole_after_the_flush_pruned_and_resumed(tmp_pat
     # each flush happened before its checkpoint counted as whole (the newest whole one is the previous)
     assert [c for c in log.calls if c[0] == "flush"] == [("flush", 60, None), ("flush", 60, "step2"), ("flush", 60, "step4")]
     assert sorted(p.name for p in ckpt.checkpoint_dir(tmp_path).iterdir()) == ["step4", "step6"]
-    assert (ckpt.checkpoint_dir(tmp_path) / "step6" / ckpt.COMPLETE).read_text() == "6\n"
+    marker = json.loads((ckpt.checkpoint_dir(tmp_path) / "step6" / ckpt.COMPLETE).read_text())
+    assert marker["step"] == 6 and "state.pt" in marker["files"]  # the manifest, written last
     state = torch.load(ckpt.checkpoint_dir(tmp_path) / "step6" / "state.pt", weights_only=True)
     assert state["step"] == 6 and state["config_hash"] == "h" and "recorder" in state
 
