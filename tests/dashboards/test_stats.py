@@ -196,9 +196,14 @@ def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
     assert "train.lr=0.01" in comp.baseline_text
     md = tables.markdown(comp)
     assert "Δ against the baseline (no gate, softmax attention, train.lr=0.01" in md
-    for bad, says in (({"train.seed": "0"}, "not an axis this sweep varies"), ({"train.lr": "0.1"}, "takes 0.003, 0.01, 1.0")):
+    for bad, says in (
+        ({"train.seed": "0"}, "train.seed is not an axis this sweep varies; the axes and their values: model.gate: none, G1-elementwise; "),
+        ({"train.lr": "0.1"}, "no configuration has it; the axes and their values: .*train.lr: 0.003, 0.01, 1$"),
+        ({"model.ffn_dim": "395"}, "model.ffn_dim is not an axis this sweep varies; the axes and their values: model.gate: none"),
+    ):
         with pytest.raises(ValueError, match=says):
             compare(sweep_of(design()), baseline=bad)
+    assert compare(sweep_of(design()), baseline={"train.lr": "1.0e-2"}).baseline_text.endswith("train.lr=1.0e-2")  # numbers by value
 
     kinds = []
     for i, (kind, seed) in enumerate((k, s) for k in ("softmax", "softpick", "sigmoid") for s in (0, 1)):
@@ -208,6 +213,30 @@ def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
     comp = compare(sweep_of(kinds, axes="model.attention.kind,train.seed"))
     assert [r.axes["model.attention.kind"] for r in comp.rows] == ["softmax", "sigmoid", "softpick"], "the baseline's kind first"
     assert comp.rows[0].is_baseline and all(r.baseline is comp.rows[0] for r in comp.rows[1:])
+
+
+def test_the_baseline_takes_the_sweep_files_key_of_the_gate_axis():
+    """One spelling of an axis (issue 33): the file grids `model.gate.position`, the runs record the
+    composed `model.gate`; `--baseline model.gate.position=G1` selects the G1 level, and a value
+    no run has, or a field that selects several levels, is refused listing both spellings."""
+    runs = []
+    for i, (gate, pos, gran) in enumerate((("none", "none", None), ("G1-elementwise", "G1", "elementwise"), ("G1-headwise", "G1", "headwise"))):
+        for seed in (0, 1):
+            params = {"model.gate.position": pos, "train.seed": str(seed), **({"model.gate.granularity": gran} if gran else {})}
+            r = run(10 * i + seed + 1, gate, "0.01", seed, metrics={"val_ppl": 10.0 + i + seed / 10}, params=params)
+            runs.append(r)
+    sweep = sweep_of(runs, axes="model.gate,train.seed")
+    sweep.sweep_file = {"grid": {"model.gate.position": ["none", "G1"], "model.gate.granularity": ["elementwise", "headwise"]}}
+    plain = compare(sweep)
+    assert [r.is_baseline for r in plain.rows] == [True, False, False]
+    comp = compare(sweep, baseline={"model.gate.position": "none"})
+    assert [r.is_baseline for r in comp.rows] == [True, False, False] and comp.rows[1].deltas
+    comp = compare(sweep, baseline={"model.gate.position": "G1", "model.gate.granularity": "headwise"})
+    assert [r.axes["model.gate"] for r in comp.rows if r.is_baseline] == ["G1-headwise"]
+    with pytest.raises(ValueError, match=r"2 configurations of model.gate have it \(G1-elementwise, G1-headwise\); name one"):
+        compare(sweep, baseline={"model.gate.position": "G1"})
+    with pytest.raises(ValueError, match=r"model.gate: none, G1-elementwise, G1-headwise \(model.gate.position: none, G1; model.gate.granularity: elementwise, headwise\)"):
+        compare(sweep, baseline={"model.gate.position": "G7"})
 
 
 def test_an_attention_kind_s_own_settings_are_part_of_the_variant():
