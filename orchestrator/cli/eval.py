@@ -83,7 +83,7 @@ def run(args) -> int:
     import torch
 
     from gatedmodels import GatedTransformer
-    from gatedmodels.typedconfig import ConfigError
+    from gatedmodels.typedconfig import ConfigError, did_you_mean
 
     from ..data import DataUnavailable, build_trial_data
     from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
@@ -95,7 +95,8 @@ def run(args) -> int:
     bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
         raise UserError(
-            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, length, and harness tasks: {allowed_text()}"
+            f"--tasks: got {', '.join(repr(t) + did_you_mean(t, [*OWN, *known]) for t in bad) or repr(args.tasks)}; "
+            f"allowed: ruler, ppl, length, and harness tasks: {allowed_text()}"
         )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")

@@ -12,6 +12,7 @@ import argparse
 import time
 
 from .common import UserError, print_table
+from .sweepfile import add_override_options
 
 PEAK_TFLOPS = 989.0
 """Dense bf16 TFLOP/s of an H100 or H200 (REFERENCE §8)."""
@@ -22,6 +23,7 @@ MFU = 0.4
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show the trials a sweep would run (dry run)", description=__doc__)
     p.add_argument("file", help="sweep YAML")
+    add_override_options(p)
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")
     p.add_argument("--measure", action="store_true", help="time a few training steps per distinct model to estimate wall time")
     p.add_argument("--max-rows", type=int, default=200, help="trial rows to print (default 200)")
@@ -119,13 +121,16 @@ def run(args) -> int:
     import json
 
     from .run import resolve_uri
-    from .sweepfile import load_and_expand
+    from .sweepfile import load_and_expand, overrides_of
 
     if not (0 < args.gpu_tflops < 1e6):
         raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
     if not (0 < args.mfu <= 1):
         raise UserError(f"--mfu: got {args.mfu:g}; allowed: 0 < MFU <= 1")
-    spec, e = load_and_expand(args.file)
+    overrides = overrides_of(args)
+    spec, e = load_and_expand(args.file, overrides=overrides)
+    if overrides:
+        print(f"overrides: {overrides.describe()}")
     uri = resolve_uri(args, spec)
     done = finished_hashes(uri, spec.tracking.experiment)
     res = spec.resources
