@@ -49,7 +49,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _load(target: str, uri: str):
+def _load(target: str, uri: str | None):
     """The trial `target` names (`orchestrator.interop.locate`: a run id, a trial or import folder,
     a model.pt), its weights checked against its config and against the run it would log into."""
     from orchestrator.interop.locate import RUN_ID, locate
@@ -88,7 +88,6 @@ def run(args) -> int:
     from ..data import DataUnavailable, build_trial_data
     from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
     from ..evals.suite import run_benchmarks
-    from ..tracking import RunLogger
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     known = set(task_names())
@@ -105,9 +104,15 @@ def run(args) -> int:
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
         raise UserError(f"--num-fewshot: got {args.num_fewshot}; allowed: 0..64")
     harness = [t for t in tasks if t not in OWN]
-    uri = tracking_uri(args.tracking_uri)
-    loaded = _load(args.target, uri)
-    cfg, run_id = loaded.trial, loaded.run_id
+    from orchestrator.interop.locate import RUN_ID
+
+    by_run_id = RUN_ID.fullmatch(args.target) is not None and not Path(args.target).exists()
+    from .trialstore import explicit_store
+
+    explicit = explicit_store(args.tracking_uri)
+    source_uri = (explicit or tracking_uri(None)) if by_run_id else None  # the run's store holds where its weights are
+    loaded = _load(args.target, source_uri)
+    cfg = loaded.trial
     if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
             f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "
@@ -160,9 +165,29 @@ def run(args) -> int:
         )
     ]
     print_table(shown)
-    if run_id and not args.no_log:
-        logger = RunLogger(uri, run_id)
-        logger.log_metrics(metrics, step=cfg.train.steps)
-        logger.flush(wait=60)
-        print(f"logged {len(metrics)} metrics into MLflow run {run_id}")
+    if loaded.run_id and not args.no_log:
+        _log(args, loaded, source_uri or explicit, metrics, cfg.train.steps)
     return 0
+
+
+def _log(args, loaded, given: str | None, metrics: dict, step: int) -> None:
+    """Log the results into the trial's run (its store: `trialstore.logging_store`), or say why not
+    and how to later (the results are cached, so evaluating again only logs)."""
+    from ..tracking import RunLogger, redact_uri
+    from .trialstore import log_step, logging_store, skip
+
+    uri, why = logging_store(given, loaded.path)
+    later = f"gatesweep eval {args.target} --tasks {args.tasks} --tracking-uri {redact_uri(uri) if uri else 'URI'} (the results are cached)"
+    what = f"{len(metrics)} metrics of MLflow run {loaded.run_id}"
+    if uri is None:
+        skip(what, why, later)
+        return
+
+    def log() -> str:
+        logger = RunLogger(uri, loaded.run_id, quiet=True)
+        logger.log_metrics(metrics, step=step)
+        if not logger.flush(wait=60):
+            raise RuntimeError("the store did not take the metrics within 60 s")
+        return f"logged {len(metrics)} metrics into MLflow run {loaded.run_id}"
+
+    log_step(what, log, later)
