@@ -128,6 +128,7 @@ def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
     from dashboards.publish import publish
     from orchestrator import signals
 
+    print(f"building the report of sweep {name} (statistics, plots, report.html; Ctrl-C leaves the results in the store)…", flush=True)
     try:
         with signals.as_interrupt():
             done = publish(uri, name, outcome.parent_run_id, out_dir)

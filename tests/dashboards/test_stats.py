@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dashboards import tables
+from dashboards import html, tables
 from dashboards.metrics import axis_text, decimals, fmt
 from dashboards.seedstats import describe
 from dashboards.stats import compare
@@ -264,3 +264,34 @@ def test_an_attention_kind_s_own_settings_are_part_of_the_variant():
         assert row.baseline.axes["data.source"] == row.axes["data.source"]
         assert "val_ppl" in row.deltas
     assert sum(r.is_baseline for r in comp.rows) == 2 and sum(r.baseline is not None for r in comp.rows) == 4
+
+
+def test_a_one_seed_report_says_in_one_sentence_that_there_are_no_tests():
+    """Issue 35: one seed per configuration gives no test; the report says so once, with the
+    seeds the tests need, instead of "Holm-adjusted over the 0 tests", "α/0" and tables of dashes."""
+    runs = [
+        run(i, gate, "0.01", 0, metrics={"val_ppl": 10.0 + i, "first_token_attn": 0.7 if gate == "none" else 0.05})
+        for i, gate in enumerate(("none", "G1-elementwise", "G1-headwise"), 1)
+    ]
+    comp = compare(sweep_of(runs, axes="model.gate"))
+    assert comp.n_tests == 0
+    sentence = "No tests: one seed per configuration, and a paired t-test needs at least 2 seeds of both configurations"
+    for name, text in (("terminal", tables.terminal(comp)), ("markdown", tables.markdown(comp)), ("html", html.render(comp))):
+        text = " ".join(text.split())  # the terminal wraps its lines
+        assert sentence in text and "--grid train.seed=0,1,2" in text, name
+        for wrong in ("over the 0 tests", "α/0", "Seeds needed", "seeds for 80% power", "p=–", "p –"):
+            assert wrong not in text, (name, wrong)
+        assert "No intervals" in text, name
+    assert "-0.650" in tables.terminal(comp)  # the single differences are still shown
+
+
+def test_every_terminal_table_that_abbreviates_has_a_legend_under_it():
+    comp = compare(sweep_of(design()))
+    lines = tables.terminal(comp, width=400).splitlines()
+    legend = "Columns: gate = model.gate; lr = train.lr; PPL = val_ppl; F-Attn = first_token_attn; gate-score = gate_score_mean (gate score); tok/s = tokens_per_s (throughput)."
+    assert legend in lines
+    headers = [i for i, line in enumerate(lines) if "F-Attn" in line and not line.startswith("Columns:")]
+    assert len(headers) >= 4  # configurations, Δ, seeds needed, main effect of train.lr
+    for i in headers:
+        block = lines[i : lines.index("", i) if "" in lines[i:] else len(lines)]
+        assert any(line.startswith("Columns:") and "F-Attn = first_token_attn" in line for line in block), lines[i]

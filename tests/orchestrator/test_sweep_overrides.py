@@ -135,3 +135,32 @@ def test_overrides_are_validated_like_the_file_and_shown_by_validate_and_plan(tm
     out = capsys.readouterr().out
     assert "overrides: --set train.steps=300 --grid train.seed=0,1" in out and "-> 8 trials" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["z.yaml"]  # no store, no state written
+
+
+def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, capsys, monkeypatch):
+    """Issue 35: `gatesweep report NAME` writes where the end of the sweep did (runs/sweeps/NAME/report)
+    when the sweep ran from here, and the end of a sweep says it is building the report before
+    the seconds it takes."""
+    import sys
+    from types import SimpleNamespace
+
+    from orchestrator.cli import report as report_cli
+    from orchestrator.cli import run as run_cli
+
+    monkeypatch.chdir(tmp_path)
+    assert report_cli.default_out("qs") is None  # not run from here: reports/qs (build_report's default)
+    (tmp_path / "runs" / "sweeps" / "qs").mkdir(parents=True)
+    (tmp_path / "runs" / "sweeps" / "qs" / "state.json").write_text("{}")
+    assert report_cli.default_out("qs") == Path("runs") / "sweeps" / "qs" / "report"
+    assert report_cli.default_out("../qs") is None
+
+    said = []
+
+    def publish(uri, name, parent, out):
+        said.append(capsys.readouterr().out)  # what was printed before the report's seconds began
+        return SimpleNamespace(report_dir=out, error="")
+
+    monkeypatch.setitem(sys.modules, "dashboards.publish", SimpleNamespace(publish=publish))
+    outcome = SimpleNamespace(parent_run_id="p", parent_status="FINISHED", report_dir=None, report_error="")
+    assert run_cli.publish_report("qs", "sqlite:///x.db", outcome, tmp_path / "r")
+    assert said and said[0].startswith("building the report of sweep qs")
