@@ -36,13 +36,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-START_P = 2.6
+START_P = 4.5
 """The driver's start (Python, a local Ray, the store, the parent and child runs) in units of P."""
-WORKER_P = 1.5
+WORKER_P = 3.0
 """A Ray worker's start (its first trial's imports) in units of P."""
-TRIAL_P = 0.5
+TRIAL_P = 0.6
 """Each trial's own fixed cost (its run, its engine, its final probes and artifacts) in units of P."""
-REPORT_P = 1.5
+REPORT_P = 3.0
 """The end of a sweep (Ray stopped, the parent closed, the report's imports and HTML) in units of P."""
 REPORT_RUN_P = 0.02
 """The report's cost per trial (its records, its share of the plots) in units of P."""

@@ -197,7 +197,7 @@ def test_library_log_lines_go_to_the_sweep_folder_not_the_console(tmp_path, caps
         lib.removeHandler(mine)
 
 
-def test_plan_measure_gives_its_spread_and_says_when_the_machine_is_busy(tmp_path, monkeypatch, capsys):
+def test_plan_measure_gives_its_parts_and_spread_and_says_when_the_machine_is_busy(tmp_path, monkeypatch, capsys):
     import os
 
     import yaml
@@ -207,18 +207,22 @@ def test_plan_measure_gives_its_spread_and_says_when_the_machine_is_busy(tmp_pat
 
     doc = {
         "name": "m",
-        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32}, "train": {"steps": 300, "batch_size": 8}},
+        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32}, "train": {"steps": 300, "batch_size": 8, "eval_every": 100}},
         "grid": {"train.seed": [0, 1]},
         "tracking": {"experiment": "m"},
     }
     f = tmp_path / "m.yaml"
     f.write_text(yaml.safe_dump(doc))
     monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr(plan, "start_probe", lambda: 4.0)  # a fresh Python's imports: seconds of their own
     assert main(["plan", str(f), "--measure", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 0
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if ln.startswith("estimated wall time: "))
-    steps = int(line.split(" over the spread of ")[1].split()[0])
-    assert steps >= 5 and "10th to 90th percentile" in line, line  # one distinct model: measured once, many steps
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("estimated wall time: "))
+    assert "10th to 90th percentile), the sum of:" in lines[head]
+    parts = [ln.split()[0] for ln in lines[head + 1 : head + 7]]
+    assert parts == ["start", "trial", "training", "evaluations", "waiting", "report"], lines[head : head + 8]
+    assert "start-up probe P = 4.0 s" in out and "2 trial(s) at once" in out or "1 trial(s) at once" in out
     cpus = len(os.sched_getaffinity(0))
     assert f"note: the machine is busy (load average 9.0 on {cpus} cores)" in out
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
