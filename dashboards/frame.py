@@ -135,5 +135,24 @@ def frame_of(sweep: SweepRuns, metrics: list[str]) -> pd.DataFrame:
     cols["reused"] = [r.reused for r in runs]
     cols["parent_run_id"] = [sweep.parent.run_id] * len(runs)
     df = pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v) for k, v in cols.items()})
-    df.attrs.update({"sweep": sweep.name, "experiment": sweep.experiment, "parent_run_id": sweep.parent.run_id, "axes": list(axes)})
+    df.attrs.update(frame_attrs(sweep, list(axes)))
     return df
+
+
+def frame_attrs(sweep: SweepRuns, columns: list[str]) -> dict[str, Any]:
+    """`df.attrs` of both frames: the sweep, its experiment and launch, and its axes by role:
+    `axes` (every axis column), `arm_axes` (the varied model fields, composed ones as such: what
+    makes an arm), `other_axes` (the other varied axes: a learning rate, a ladder's rung) and
+    `seed_axes`."""
+    recorded = [a for a in sweep.axes if a in columns]
+    seeds = [a for a in recorded if names.is_seed_axis(a)]
+    arms = [a for a in recorded if a.startswith("model.") and a not in seeds]
+    return {
+        "sweep": sweep.name,
+        "experiment": sweep.experiment,
+        "parent_run_id": sweep.parent.run_id,
+        "axes": columns,
+        "arm_axes": arms,
+        "other_axes": [a for a in recorded if a not in seeds and a not in arms],
+        "seed_axes": seeds,
+    }

@@ -28,6 +28,10 @@ are the launch's own runs and the finished runs it reused from earlier launches.
 - every resolved config field the trial logged, `config.<dotted path>`, typed;
 - `run_id`, `config_hash`, `reused` (finished in an earlier launch) and `parent_run_id`.
 
+`df.attrs`: `sweep`, `experiment`, `parent_run_id`, and the axes by role: `axes` (every axis
+column), `arm_axes` (the varied model fields: what makes an arm), `other_axes` (a learning rate,
+a ladder's rung) and `seed_axes`.
+
 `history` columns: `trial`, `seed`, the same axis columns, `metric`, `step`, `value`, `run_id`;
 one row per logged point, in the sweep's order of trials, then metric and step.
 
@@ -47,7 +51,7 @@ from orchestrator.tracking import resolve_tracking_uri, sqlite_path
 from orchestrator.tracking.failures import store_failure, unreachable
 
 from .artifacts import metric_history
-from .frame import axis_columns, frame_of, ordered_runs, seed_of
+from .frame import axis_columns, frame_attrs, frame_of, ordered_runs, seed_of
 from .records import RunRecord, StoreError, SweepRuns
 from .store import open_client, read_sweep
 
@@ -184,7 +188,7 @@ def _history(sweep: str, metrics: Any, tracking_uri: str | None, experiment: str
     df["seed"] = df["seed"].astype("Int64")
     df["step"] = df["step"].astype("int64")
     df["value"] = df["value"].astype("float64")
-    df.attrs.update({"sweep": s.name, "experiment": s.experiment, "parent_run_id": s.parent.run_id, "axes": list(axes)})
+    df.attrs.update(frame_attrs(s, list(axes)))
     return df
 
 

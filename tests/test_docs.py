@@ -163,3 +163,45 @@ def test_the_site_builds_strictly_and_offline(tmp_path, monkeypatch):
         assert not re.search(r"@import|url\((?:[\"']?)(?:https?:)?//", css.read_text(encoding="utf-8")), (
             f"{css.name} fetches a font or sheet"
         )
+
+
+# ---- what the docs say about the shipped sweeps ------------------------------------------------
+SWEEP_NAME = re.compile(r"\b([a-z0-9_]+)\.yaml\b|\b(quickstart)\b")
+NUMBER_OF = re.compile(r"\b(\d+) (trials|seeds)\b")
+MINUTES = re.compile(r"\b(\d+)(?:[–-](\d+))? min\b")
+
+
+def _claims(text: str):
+    """(sentence, the one shipped sweep it names) for each sentence naming exactly one."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    shipped = {p.name for p in (ROOT / "sweeps").glob("*.yaml")}
+    for sentence in re.split(r"(?<=[.;:!?])\s+|\n\s*\n|\n\|", text):
+        named = {(m.group(1) + ".yaml") if m.group(1) else "quickstart.yaml" for m in SWEEP_NAME.finditer(sentence)}
+        named &= shipped
+        if len(named) == 1:
+            yield " ".join(sentence.split()), named.pop()
+
+
+def test_what_the_docs_say_about_shipped_sweeps_is_what_they_are():
+    """Issue 35: sweep-files.md said the quickstart was "4 arms x 3 seeds, ~5 min" when it was 20
+    trials and 10-18 min. Every sentence of the README and the docs that names one shipped sweep and
+    states its trials, seeds or minutes must agree with its expansion and with the measured wall
+    times (docs/shipped_sweeps.py, the one place they are kept)."""
+    shipped = gen._shipped_module()
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    wrong = []
+    counted: dict[str, tuple[int, int]] = {}
+    for page in pages:
+        for sentence, sweep in _claims(page.read_text(encoding="utf-8")):
+            if sweep not in shipped.SHIPPED:
+                continue
+            trials, seeds = counted.setdefault(sweep, shipped.counts(sweep))
+            for n, what in NUMBER_OF.findall(sentence):
+                if int(n) != {"trials": trials, "seeds": seeds}[what]:
+                    wrong.append(f"{page.name}: {sweep} has {trials} trials, {seeds} seeds, not {n} {what}: {sentence[:160]}")
+            measured = {int(x) for x in re.findall(r"\d+", shipped.SHIPPED[sweep][1])}
+            for low, high in MINUTES.findall(sentence):
+                stated = {int(low)} | ({int(high)} if high else set())
+                if not stated <= measured:
+                    wrong.append(f"{page.name}: {sweep} was measured at {shipped.SHIPPED[sweep][1]}, not {low}{'-' + high if high else ''} min: {sentence[:160]}")
+    assert not wrong, "\n".join(wrong)

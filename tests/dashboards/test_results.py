@@ -142,7 +142,6 @@ def test_the_example_notebook_runs_in_a_real_kernel(store, tmp_path):
     outputs = {i: c.outputs for i, c in enumerate(nb.cells) if c.cell_type == "code"}
     text = "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for outs in outputs.values() for o in outs)
     assert not [o for outs in outputs.values() for o in outs if o.output_type == "error"]
-    assert "5 trials of sweep cmp" in text and "G1-elementwise" in text
+    assert "5 trials of sweep cmp" in text and "G1-elementwise" in text and "each arm minus none" in text
     assert any("image/png" in o.get("data", {}) for outs in outputs.values() for o in outs)  # the curves plot
-    last = outputs[max(outputs)][-1]["data"]["text/plain"]
-    assert last.count("-s0") + last.count("-s1") >= 4 and "metrics.first_token_attn" in last
+    assert "train/loss" in outputs[max(outputs)][-1]["data"]["text/plain"]  # the curves' first rows

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,6 +18,7 @@ from dashboards import ResultsError
 from ..sweepstore import Trial, fill
 
 pytestmark = pytest.mark.slow  # an MLflow store per test (its schema takes seconds to create)
+REPO = Path(__file__).resolve().parents[2]
 
 GATES = {  # label -> (position, granularity or None: an ungated model has none)
     "none": ("none", None),
@@ -39,7 +41,7 @@ def fill_gates(uri: str, seeds=(0,), *, name: str = "qs", extra_metrics: dict | 
             if granularity:
                 params["model.gate.granularity"] = granularity
             axes = {"model.gate": label, **({"train.seed": seed} if len(seeds) > 1 else {})}
-            metrics = {"first_token_attn": 0.7 if label == "none" else 0.05 + 0.01 * seed, "val_ppl": 6.0, **(extra_metrics or {})}
+            metrics = {"first_token_attn": 0.7 if label == "none" else 0.05 + 0.01 * seed, "val_ppl": 6.0, "train/loss": 2.0, **(extra_metrics or {})}
             trials.append(Trial(axes, metrics, params=params))
     doc = {**FILE, "name": name, "grid": {**FILE["grid"], "train.seed": list(seeds)}}
     return fill(uri, name, trials, sweep_file=doc)
@@ -151,3 +153,42 @@ def test_times_of_a_running_trial_are_empty(tracking_uri):
     df = dashboards.results("live", tracking_uri)
     running = df[df["status"] == "running"].iloc[0]
     assert pd.isna(running["end"]) and math.isnan(running["duration_s"]) and pd.isna(running["seed"])
+
+
+def _run_notebook(tmp_path, sweep: str, uri: str) -> str:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(REPO / "examples" / "results.ipynb", as_version=4)
+    [params] = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    params.source = f"sweep = {sweep!r}\ntracking_uri = {uri!r}"
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [f"{o.ename}: {o.evalue}" for o in outputs if o.output_type == "error"]
+    assert not errors, errors
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the curves
+    sources = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "orchestrator" not in sources and "dashboards._" not in sources  # the public API only
+    return "\n".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+
+
+def test_the_example_notebook_runs_on_one_seed_and_on_a_ladder(tracking_uri, tmp_path):
+    """Issue 35: the notebook failed with KeyError 'none' on a 1-seed sweep."""
+    fill_gates(tracking_uri, name="one-seed")
+    text = _run_notebook(tmp_path, "one-seed", tracking_uri)
+    assert "4 trials of sweep one-seed" in text and "each arm minus none" in text and "-0.65" in text
+    trials = []
+    for rung, loss in (("d32-l2", 3.0), ("d48-l2", 2.6), ("d64-l2", 2.3)):
+        for gate in ("none", "G1-elementwise"):
+            for seed in (0, 1):
+                trials.append(
+                    Trial(
+                        {"ladder.rung": rung, "model.gate": gate, "train.seed": seed},
+                        {"val_loss": loss - (0.05 if gate != "none" else 0) + seed / 100, "train_flops": 1e11, "train/loss": loss},
+                        params={"model.gate.position": gate.split("-")[0], "train.seed": seed},
+                    )
+                )
+    doc = {"name": "lad", "ladder": {"rungs": [{"d_model": 32}, {"d_model": 48}, {"d_model": 64}]}, "grid": {"model.gate.position": ["none", "G1"]}}
+    fill(tracking_uri, "lad", trials, sweep_file=doc)
+    text = _run_notebook(tmp_path, "lad", tracking_uri)
+    assert "12 trials of sweep lad" in text and "other axes ['ladder.rung']" in text and "each arm minus none" in text
