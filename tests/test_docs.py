@@ -205,3 +205,19 @@ def test_what_the_docs_say_about_shipped_sweeps_is_what_they_are():
                 if not stated <= measured:
                     wrong.append(f"{page.name}: {sweep} was measured at {shipped.SHIPPED[sweep][1]}, not {low}{'-' + high if high else ''} min: {sentence[:160]}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("page", ["cluster.md", "reliability.md"])
+def test_recipes_come_first_and_the_evidence_under_its_own_heading(page):
+    """Issue 35: cluster.md and reliability.md read like test logs (test names, "3 of 6 runs",
+    seconds on busy cores) with the recipes buried. What to do comes first; the tests and what they
+    measured come after an `## Evidence` heading."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    heading = re.search(r"^## Evidence\b.*$", text, re.M)
+    assert heading, f"{page} has no `## Evidence` section"
+    recipes, evidence = text[: heading.start()], text[heading.start() :]
+    markers = re.compile(r"tests/|\btest_\w+|\bmeasured\b|\b\d+ of \d+ runs\b", re.I)
+    found = [line.strip()[:120] for line in recipes.splitlines() if markers.search(line)]
+    assert not found, f"{page}: evidence before its heading:\n" + "\n".join(found)
+    assert markers.search(evidence)
+    assert heading.start() > len(text) / 4 or page == "reliability.md"  # the recipes are not a stub
