@@ -49,7 +49,9 @@ def resolve_baseline(sweep: SweepRuns, baseline: Mapping[str, str], axes: list[s
     for key, value in baseline.items():
         axis = recorded_axis(key)
         if axis not in axes:
-            raise StoreError(f"--baseline {key}={value}: {key} is not an axis this sweep varies; the axes and their values: {_choices(sweep, axes, levels)}")
+            raise StoreError(
+                f"--baseline {key}={value}: {key} is not an axis this sweep varies; the axes and their values: {_choices(sweep, axes, levels)}"
+            )
         if key == axis:
             hits = [lv for lv in levels[axis] if same_value(lv, value)]
         else:
@@ -62,6 +64,8 @@ def resolve_baseline(sweep: SweepRuns, baseline: Mapping[str, str], axes: list[s
         if not hits:
             raise StoreError(f"{given}: no configuration has it; the axes and their values: {_choices(sweep, axes, levels)}")
         if len(hits) > 1:
-            raise StoreError(f"{given}: {len(hits)} configurations of {axis} have it ({', '.join(hits)}); name one, e.g. --baseline {axis}={hits[0]}")
+            raise StoreError(
+                f"{given}: {len(hits)} configurations of {axis} have it ({', '.join(hits)}); name one, e.g. --baseline {axis}={hits[0]}"
+            )
         out[axis] = hits[0]
     return out

@@ -116,7 +116,13 @@ def _configurations(comp: Comparison, heads: dict, plots: Plots = ()) -> list[st
         cells.append(("status-bad" if bad else "status-ok", esc(row.status), ""))
         for m in comp.metrics:
             st = row.stats[m.key]
-            title = "" if st.mean is None else f"n={st.n}" if st.n < 2 else f"n={st.n}; 95% bootstrap {boot_text(st)}; Student's t {ci_text(st)}"
+            title = (
+                ""
+                if st.mean is None
+                else f"n={st.n}"
+                if st.n < 2
+                else f"n={st.n}; 95% bootstrap {boot_text(st)}; Student's t {ci_text(st)}"
+            )
             text = esc(mean_std(st))
             best = m.key in row.best
             cells.append(("num best" if best else "num", f"<strong>{text}</strong>" if best else text, title))

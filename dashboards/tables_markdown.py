@@ -77,7 +77,11 @@ def delta_cells(comp: Comparison) -> tuple[list[str], list[list[str]]]:
             if d is None:
                 cells.append(DASH)
                 continue
-            text = delta_text(d, row.baseline.stats[m.key]) if no_tests_note(comp) else f"{delta_text(d, row.baseline.stats[m.key])}, {p_pair_text(d)}"
+            text = (
+                delta_text(d, row.baseline.stats[m.key])
+                if no_tests_note(comp)
+                else f"{delta_text(d, row.baseline.stats[m.key])}, {p_pair_text(d)}"
+            )
             cells.append(f"**{text}**" if d.significant else text)
         body.append(cells)
     return header, body

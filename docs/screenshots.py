@@ -64,9 +64,11 @@ def stale(manifest: Path = MANIFEST) -> list[str]:
     for name, sources in SOURCES.items():
         entry = recorded.get(name) or {}
         picture = manifest.parent / name
-        if not picture.is_file() or entry.get("sha256") != sha(picture):
-            out.append(name)
-        elif any(entry.get("sources", {}).get(s) != sha(ROOT / s) for s in sources):
+        if (
+            not picture.is_file()
+            or entry.get("sha256") != sha(picture)
+            or any(entry.get("sources", {}).get(s) != sha(ROOT / s) for s in sources)
+        ):
             out.append(name)
     return out
 
@@ -149,8 +151,19 @@ def hello_store(root: Path | None, work: Path) -> tuple[Path, str]:
         root.mkdir()
         uri = f"sqlite:///{root / 'mlflow.db'}"
         print("running sweeps/hello.yaml (about 2 minutes on 2 cores)...", flush=True)
-        cli("run", str(ROOT / "sweeps" / "hello.yaml"), "--tracking-uri", uri, "--runs-dir", str(root / "runs"), cwd=root, log=work / "run.log")
-    return root, f"sqlite:///{root / 'mlflow.db'}"
+        cli(
+            "run",
+            str(ROOT / "sweeps" / "hello.yaml"),
+            "--tracking-uri",
+            uri,
+            "--runs-dir",
+            str(root / "runs"),
+            cwd=root,
+            log=work / "run.log",
+        )
+    uri = f"sqlite:///{Path(root) / 'mlflow.db'}"
+    cli("report", "hello", "--tracking-uri", uri, "--no-log", cwd=root)  # report.html as the code draws it now
+    return root, uri
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,10 @@ SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 
 SHIPPED: dict[str, tuple[str, str]] = {
     # file: (what it compares, its wall time as measured, or where it runs)
-    "hello.yaml": ("your first sweep: the sink with and without the G1 gate, a cut-down quickstart", "~2 min quiet; 4.5-5 min with other work on the cores"),
+    "hello.yaml": (
+        "your first sweep: the sink with and without the G1 gate, a cut-down quickstart",
+        "~2 min quiet; 4.5-5 min with other work on the cores",
+    ),
     "quickstart.yaml": ("the attention sink and the G1/G2 gates on Bigram-Backcopy", "10-18 min"),
     "shakespeare_small.yaml": ("baseline vs G1 on Shakespeare text, `small` preset", "~6 min"),
     "paper_table4_cpu.yaml": ("the paper's Table 4 variants on Bigram-Backcopy", "~7 min"),
@@ -29,7 +32,10 @@ SHIPPED: dict[str, tuple[str, str]] = {
         "the attention-sink remedies (softmax1, learned sink, softpick, sigmoid with bias 0 and -log T, key bias) against the baseline and G1",
         "~11 min",
     ),
-    "ladder_cpu.yaml": ("a scaling ladder on text: G1 vs the ungated and the parameter-matched baseline, 4 compute-matched rungs", "~30 min"),
+    "ladder_cpu.yaml": (
+        "a scaling ladder on text: G1 vs the ungated and the parameter-matched baseline, 4 compute-matched rungs",
+        "~30 min",
+    ),
     "ladder_gpu.yaml": ("the same ladder from 19M to 1B non-embedding parameters", "GPU cluster (~800 GPU-hours by `plan`)"),
     "paper_table1_moe.yaml": ("the paper's Table 1 (15A2B MoE, 13 rows incl. parameter-matched baselines)", "GPU cluster"),
     "paper_table2_dense.yaml": ("dense 1.7B, 28 and 48 layers, LR 4e-3 / 8e-3, baseline vs G1", "GPU cluster"),

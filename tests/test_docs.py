@@ -203,7 +203,9 @@ def test_what_the_docs_say_about_shipped_sweeps_is_what_they_are():
             for low, high in MINUTES.findall(sentence):
                 stated = {int(low)} | ({int(high)} if high else set())
                 if not stated <= measured:
-                    wrong.append(f"{page.name}: {sweep} was measured at {shipped.SHIPPED[sweep][1]}, not {low}{'-' + high if high else ''} min: {sentence[:160]}")
+                    wrong.append(
+                        f"{page.name}: {sweep} was measured at {shipped.SHIPPED[sweep][1]}, not {low}{'-' + high if high else ''} min: {sentence[:160]}"
+                    )
     assert not wrong, "\n".join(wrong)
 
 
@@ -221,3 +223,36 @@ def test_recipes_come_first_and_the_evidence_under_its_own_heading(page):
     assert not found, f"{page}: evidence before its heading:\n" + "\n".join(found)
     assert markers.search(evidence)
     assert heading.start() > len(text) / 4 or page == "reliability.md"  # the recipes are not a stub
+
+
+def _screenshots():
+    spec = importlib.util.spec_from_file_location("docs_screenshots", ROOT / "docs" / "screenshots.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pictures_of_the_docs_are_current():
+    """docs/img/ holds pictures made by docs/screenshots.py (headless Chromium on `gatesweep ui` and
+    report.html, the quickstart's report plots); one whose drawing code changed since is stale."""
+    shots = _screenshots()
+    old = shots.stale()
+    assert not old, f"stale pictures {old}; refresh them with: {shots.REFRESH}"
+    for name in shots.SOURCES:
+        assert f"img/{name}" in "".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md")), name
+
+
+def test_a_stale_picture_is_found(tmp_path):
+    import json
+    import shutil
+
+    shots = _screenshots()
+    for name in [*shots.SOURCES, "screenshots.json"]:
+        shutil.copyfile(ROOT / "docs" / "img" / name, tmp_path / name)
+    assert shots.stale(tmp_path / "screenshots.json") == []
+    manifest = json.loads((tmp_path / "screenshots.json").read_text())
+    manifest["report-html.png"]["sources"]["dashboards/html.py"] = "0" * 64  # the report's code changed since
+    (tmp_path / "screenshots.json").write_text(json.dumps(manifest))
+    (tmp_path / "mlflow-runs-charts.png").write_bytes(b"not the picture")
+    assert shots.stale(tmp_path / "screenshots.json") == ["mlflow-runs-charts.png", "report-html.png"]

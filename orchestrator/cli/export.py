@@ -96,5 +96,7 @@ def run(args) -> int:
         if uri is None:
             skip(what, why, later)
         else:
-            log_step(what, lambda: f"  {'logged'.ljust(width)}  {log_export(done, uri, loaded.run_id)}/ in MLflow run {loaded.run_id}", later)
+            log_step(
+                what, lambda: f"  {'logged'.ljust(width)}  {log_export(done, uri, loaded.run_id)}/ in MLflow run {loaded.run_id}", later
+            )
     return 0

@@ -13,10 +13,9 @@ says so in one line."""
 from __future__ import annotations
 
 import argparse
-import time
 
 from .common import UserError, print_table
-from .plan_time import TrialTime, contention, estimate, lines, machine_load, measure_step, quantile, start_probe, trial_time
+from .plan_time import TrialTime, contention, estimate, lines, machine_load, measure_step, start_probe, trial_time
 from .sweepfile import add_override_options
 
 PEAK_TFLOPS = 989.0
@@ -171,7 +170,9 @@ def run(args) -> int:
             row["est. time"] = _duration(one.total())
         rows.append(row)
     if search:
-        print(f"optuna search: {samples} samples per arm over {', '.join(spec.search.space)}; the arms (each row: one arm, all its samples):")
+        print(
+            f"optuna search: {samples} samples per arm over {', '.join(spec.search.space)}; the arms (each row: one arm, all its samples):"
+        )
     print_table(rows[: args.max_rows])
     if len(rows) > args.max_rows:
         print(f"... {len(rows) - args.max_rows} more rows (--max-rows)")

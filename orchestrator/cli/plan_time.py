@@ -203,7 +203,13 @@ def estimate(trials: list[TrialTime], *, slots: int, probe: float, cores: int, l
     parts = [Part("start", START_P * probe, START_P * probe, START_P * probe, f"Python, a local Ray and the store ({START_P:g} P)")]
     startup = (used * worker + sum(t.fixed for t in trials)) / used
     parts.append(
-        Part("trial start-up", startup, startup, startup, f"a worker per slot ({WORKER_P:g} P) and each trial's run and engine ({TRIAL_P:g} P)")
+        Part(
+            "trial start-up",
+            startup,
+            startup,
+            startup,
+            f"a worker per slot ({WORKER_P:g} P) and each trial's run and engine ({TRIAL_P:g} P)",
+        )
     )
     train = [sum(getattr(t, k) for t in trials) / used for k in ("train", "train_low", "train_high")]
     parts.append(Part("training", *train, "steps x the measured step, its spread the 10th-90th percentile"))
@@ -214,7 +220,9 @@ def estimate(trials: list[TrialTime], *, slots: int, probe: float, cores: int, l
     wait = {w: max(0.0, spans[w] - busy[w]) for w in spans}
     parts.append(Part("waiting", wait["mid"], wait["low"], wait["high"], "the last slot's trials after the other slots are done"))
     report = (REPORT_P + REPORT_RUN_P * n) * probe
-    parts.append(Part("report", report, report, report, f"the end: runs closed, the report built ({REPORT_P:g} P + {REPORT_RUN_P:g} P per trial)"))
+    parts.append(
+        Part("report", report, report, report, f"the end: runs closed, the report built ({REPORT_P:g} P + {REPORT_RUN_P:g} P per trial)")
+    )
     return TimeEstimate(parts)
 
 

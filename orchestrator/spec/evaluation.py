@@ -102,7 +102,9 @@ class RulerConfig(Config):
         out = []
         for i, task in enumerate(self.tasks):
             if task not in RULER_TASKS:
-                out.append(Issue(f"tasks[{i}]", f"got {show(task)}{did_you_mean(task, list(RULER_TASKS))}; allowed: {', '.join(RULER_TASKS)}"))
+                out.append(
+                    Issue(f"tasks[{i}]", f"got {show(task)}{did_you_mean(task, list(RULER_TASKS))}; allowed: {', '.join(RULER_TASKS)}")
+                )
         if self.base <= 1:
             out.append(Issue("base", f"got {self.base}; allowed: > 1"))
         return out

@@ -128,8 +128,15 @@ def _zip_group(data: dict, key: str) -> list[str] | None:
 def _refuse_zipped(data: dict, key: str, flag: str) -> None:
     group = _zip_group(data, key)
     if group is not None:
-        raise ConfigError([Issue(f"{flag} {key}", f"is in a zip group with {', '.join(p for p in group if p != key) or 'nothing else'}; "
-                                 "its values go together, so change them in the file")])
+        raise ConfigError(
+            [
+                Issue(
+                    f"{flag} {key}",
+                    f"is in a zip group with {', '.join(p for p in group if p != key) or 'nothing else'}; "
+                    "its values go together, so change them in the file",
+                )
+            ]
+        )
 
 
 def _set(data: dict, key: str, value: Any) -> None:

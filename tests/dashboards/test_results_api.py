@@ -41,7 +41,12 @@ def fill_gates(uri: str, seeds=(0,), *, name: str = "qs", extra_metrics: dict | 
             if granularity:
                 params["model.gate.granularity"] = granularity
             axes = {"model.gate": label, **({"train.seed": seed} if len(seeds) > 1 else {})}
-            metrics = {"first_token_attn": 0.7 if label == "none" else 0.05 + 0.01 * seed, "val_ppl": 6.0, "train/loss": 2.0, **(extra_metrics or {})}
+            metrics = {
+                "first_token_attn": 0.7 if label == "none" else 0.05 + 0.01 * seed,
+                "val_ppl": 6.0,
+                "train/loss": 2.0,
+                **(extra_metrics or {}),
+            }
             trials.append(Trial(axes, metrics, params=params))
     doc = {**FILE, "name": name, "grid": {**FILE["grid"], "train.seed": list(seeds)}}
     return fill(uri, name, trials, sweep_file=doc)
@@ -148,7 +153,10 @@ def test_a_store_that_fails_is_a_results_error_with_its_cause(tracking_uri, monk
 
 
 def test_times_of_a_running_trial_are_empty(tracking_uri):
-    trials = [Trial({"model.gate": "none"}, {"val_ppl": 6.0}, params={"train.seed": 0}), Trial({"model.gate": "G1-elementwise"}, {}, status="RUNNING")]
+    trials = [
+        Trial({"model.gate": "none"}, {"val_ppl": 6.0}, params={"train.seed": 0}),
+        Trial({"model.gate": "G1-elementwise"}, {}, status="RUNNING"),
+    ]
     fill(tracking_uri, "live", trials)
     df = dashboards.results("live", tracking_uri)
     running = df[df["status"] == "running"].iloc[0]
@@ -188,7 +196,11 @@ def test_the_example_notebook_runs_on_one_seed_and_on_a_ladder(tracking_uri, tmp
                         params={"model.gate.position": gate.split("-")[0], "train.seed": seed},
                     )
                 )
-    doc = {"name": "lad", "ladder": {"rungs": [{"d_model": 32}, {"d_model": 48}, {"d_model": 64}]}, "grid": {"model.gate.position": ["none", "G1"]}}
+    doc = {
+        "name": "lad",
+        "ladder": {"rungs": [{"d_model": 32}, {"d_model": 48}, {"d_model": 64}]},
+        "grid": {"model.gate.position": ["none", "G1"]},
+    }
     fill(tracking_uri, "lad", trials, sweep_file=doc)
     text = _run_notebook(tmp_path, "lad", tracking_uri)
     assert "12 trials of sweep lad" in text and "other axes ['ladder.rung']" in text and "each arm minus none" in text

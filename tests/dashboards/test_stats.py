@@ -220,7 +220,9 @@ def test_the_baseline_takes_the_sweep_files_key_of_the_gate_axis():
     composed `model.gate`; `--baseline model.gate.position=G1` selects the G1 level, and a value
     no run has, or a field that selects several levels, is refused listing both spellings."""
     runs = []
-    for i, (gate, pos, gran) in enumerate((("none", "none", None), ("G1-elementwise", "G1", "elementwise"), ("G1-headwise", "G1", "headwise"))):
+    for i, (gate, pos, gran) in enumerate(
+        (("none", "none", None), ("G1-elementwise", "G1", "elementwise"), ("G1-headwise", "G1", "headwise"))
+    ):
         for seed in (0, 1):
             params = {"model.gate.position": pos, "train.seed": str(seed), **({"model.gate.granularity": gran} if gran else {})}
             r = run(10 * i + seed + 1, gate, "0.01", seed, metrics={"val_ppl": 10.0 + i + seed / 10}, params=params)
@@ -235,7 +237,10 @@ def test_the_baseline_takes_the_sweep_files_key_of_the_gate_axis():
     assert [r.axes["model.gate"] for r in comp.rows if r.is_baseline] == ["G1-headwise"]
     with pytest.raises(ValueError, match=r"2 configurations of model.gate have it \(G1-elementwise, G1-headwise\); name one"):
         compare(sweep, baseline={"model.gate.position": "G1"})
-    with pytest.raises(ValueError, match=r"model.gate: none, G1-elementwise, G1-headwise \(model.gate.position: none, G1; model.gate.granularity: elementwise, headwise\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"model.gate: none, G1-elementwise, G1-headwise \(model.gate.position: none, G1; model.gate.granularity: elementwise, headwise\)",
+    ):
         compare(sweep, baseline={"model.gate.position": "G7"})
 
 

@@ -151,8 +151,8 @@ def test_the_end_table_the_report_and_results_show_one_default_metric_set(logged
     """One default set for the three tables a sweep's results are read in (issue 35): the
     end-of-sweep table, `gatesweep report` and `dashboards.results`."""
     from dashboards import metrics as columns
-    from dashboards.results import metric_columns
     from dashboards.records import RunRecord
+    from dashboards.results import metric_columns
     from orchestrator.launch.summary import summary_columns
 
     run = RunRecord("r", "t", "FINISHED", "finished", "", {}, {k: 1.0 for k in logged}, {}, 0, 1, "0")

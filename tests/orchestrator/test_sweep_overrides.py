@@ -131,7 +131,9 @@ def test_overrides_are_validated_like_the_file_and_shown_by_validate_and_plan(tm
     zipped.write_text(yaml.safe_dump({"name": "z", "base": BASE, "zip": [{"train.lr": [0.01, 0.02], "train.warmup_steps": [1, 2]}]}))
     assert main(["validate", str(zipped), "--grid", "train.lr=0.1,0.2"]) == 2
     assert "--grid train.lr: is in a zip group with train.warmup_steps" in capsys.readouterr().err
-    assert main(["plan", f, "--grid", "train.seed=0,1", "--set", "train.steps=300", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]) == 0
+    assert (
+        main(["plan", f, "--grid", "train.seed=0,1", "--set", "train.steps=300", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]) == 0
+    )
     out = capsys.readouterr().out
     assert "overrides: --set train.steps=300 --grid train.seed=0,1" in out and "-> 8 trials" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["z.yaml"]  # no store, no state written
