@@ -144,4 +144,4 @@ def test_the_example_notebook_runs_in_a_real_kernel(store, tmp_path):
     assert not [o for outs in outputs.values() for o in outs if o.output_type == "error"]
     assert "5 trials of sweep cmp" in text and "G1-elementwise" in text and "each arm minus none" in text
     assert any("image/png" in o.get("data", {}) for outs in outputs.values() for o in outs)  # the curves plot
-    assert "train/loss" in outputs[max(outputs)][-1]["data"]["text/plain"]  # the curves' first rows
+    assert any("train/loss" in o.get("data", {}).get("text/plain", "") for o in outputs[max(outputs)])  # the curves' first rows
