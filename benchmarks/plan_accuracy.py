@@ -64,7 +64,9 @@ def main() -> None:
         root = Path(tmp)
         uri = f"sqlite:///{root / 'mlflow.db'}"
         load0 = os.getloadavg()[0]
-        plan = subprocess.run([*gs, "plan", args.file, "--measure", "--tracking-uri", uri, *extra], cwd=root, capture_output=True, text=True)
+        plan = subprocess.run(
+            [*gs, "plan", args.file, "--measure", "--tracking-uri", uri, *extra], cwd=root, capture_output=True, text=True
+        )
         est = estimate(plan.stdout)
         run = stamped([*gs, "run", args.file, "--tracking-uri", uri, "--runs-dir", str(root / "runs"), *extra], root)
         load1 = os.getloadavg()[0]

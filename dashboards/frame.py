@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 METRIC_PREFIX = "metrics."
 CONFIG_PREFIX = "config."
-INFO_COLUMNS = ["run_id", "config_hash", "reused", "parent_run_id"]
 SEED_PARAM = "train.seed"
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$", re.I)

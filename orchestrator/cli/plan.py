@@ -13,6 +13,7 @@ says so in one line."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 
 from .common import UserError, print_table
 from .plan_time import TrialTime, contention, estimate, lines, machine_load, measure_step, start_probe, trial_time
@@ -115,8 +116,19 @@ def gpu_note(res) -> str:
     )
 
 
+@dataclass
+class Planned:
+    """What `run` works out before it prints: the table's rows and the times it measured."""
+
+    rows: list[dict] = field(default_factory=list)
+    flops: float = 0.0
+    step_time: dict[str, list[float]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Config hash -> a trial's estimated seconds (all its samples), for the ladder's rows."""
+    to_run: list[TrialTime] = field(default_factory=list)
+
+
 def run(args) -> int:
-    import json
     import os
 
     from .run import resolve_uri
@@ -130,55 +142,78 @@ def run(args) -> int:
     spec, e = load_and_expand(args.file, overrides=overrides)
     if overrides:
         print(f"overrides: {overrides.describe()}")
-    uri = resolve_uri(args, spec)
-    done = finished_hashes(uri, spec.tracking.experiment)
+    done = finished_hashes(resolve_uri(args, spec), spec.tracking.experiment)
     res = spec.resources
-    search = spec.search.type == "optuna"
-    samples = spec.search.num_samples if search else 1
+    samples = spec.search.num_samples if spec.search.type == "optuna" else 1
     gpus = gpu_note(res)
     measure = args.measure and not gpus
-    cores = len(os.sched_getaffinity(0))
-    load = machine_load()
+    cores, load = len(os.sched_getaffinity(0)), machine_load()
     slots = res.max_concurrent or max(1, int(cores // (res.cpus_per_worker * res.workers_per_trial)))
     probe = start_probe() if measure else 0.0
-    rows, total_flops = [], 0.0
-    step_time: dict[str, list[float]] = {}
-    seconds: dict[str, float] = {}
-    to_run: list[TrialTime] = []
+    planned = plan_trials(spec, e, done, samples, measure=measure, probe=probe, cores=cores, load=load, slots=slots)
+    n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure)
+    if measure:
+        est = estimate(planned.to_run, slots=slots, probe=probe, cores=cores, load=load)
+        est.notes += benchmark_notes(e.trials)
+        for line in lines(est, _duration):
+            print(line)
+        steps = sum(len(v) for v in planned.step_time.values())
+        print(
+            f"measured here now: {steps} training steps of {len(planned.step_time)} distinct model(s), a start-up probe P = "
+            f"{probe:.1f} s (a fresh Python importing the trainer), {min(slots, n_left) or 1} trial(s) at once on {cores} cores"
+        )
+        if note := load_note(cores, load):
+            print(note)
+    return 0
+
+
+def plan_trials(spec, e, done: set[str], samples: int, *, measure: bool, probe: float, cores: int, load: float, slots: int) -> Planned:
+    """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
+    `measure`, its time: the steps of each distinct model timed once."""
+    import json
+
+    res, out = spec.resources, Planned()
+    threads = int(res.cpus_per_worker) or 1
+    slow = contention(cores, load, min(slots, len(e.trials) * samples) * threads * res.workers_per_trial)
     for t in e.trials:
-        costs = trial_costs(t.config)
-        flops = trial_flops(t.config, res.workers_per_trial)
-        total_flops += flops * samples
+        flops = trial_flops(t.config, res.workers_per_trial) * samples
+        out.flops += flops
         row = {
             "trial": t.name,
-            **{k: v for k, v in t.axes.items()},
-            "params": _count(costs.params),
-            "train FLOPs": f"{flops * samples:.2e}" + (f" ({samples} x)" if search else ""),
+            **dict(t.axes.items()),
+            "params": _count(trial_costs(t.config).params),
+            "train FLOPs": f"{flops:.2e}" + (f" ({samples} x)" if samples > 1 else ""),
             "status": "finished" if t.config_hash in done else "to run",
         }
         if measure:
             tr = t.config.train
             mkey = json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
-            threads = int(res.cpus_per_worker) or 1
-            if mkey not in step_time:
-                step_time[mkey] = measure_step(t.config, threads=threads)
-            slow = contention(cores, load, min(slots, len(e.trials) * samples) * threads * res.workers_per_trial)
-            one = trial_time(t.config, step_time[mkey], probe=probe, slow=slow)
-            seconds[t.config_hash] = one.total() * samples
+            if mkey not in out.step_time:
+                out.step_time[mkey] = measure_step(t.config, threads=threads)
+            one = trial_time(t.config, out.step_time[mkey], probe=probe, slow=slow)
+            out.seconds[t.config_hash] = one.total() * samples
             if t.config_hash not in done:
-                to_run += [one] * samples
+                out.to_run += [one] * samples
             row["est. time"] = _duration(one.total())
-        rows.append(row)
+        out.rows.append(row)
+    return out
+
+
+def print_plan(args, spec, e, planned: Planned, done: set[str], samples: int, gpus: str, measure: bool) -> int:
+    """The table, the ladder's rows, the counts, the compute and the notes; returns the trials to run."""
+    from orchestrator.ray.cluster import oversubscription
+
+    search, res = samples > 1 or spec.search.type == "optuna", spec.resources
     if search:
         print(
             f"optuna search: {samples} samples per arm over {', '.join(spec.search.space)}; the arms (each row: one arm, all its samples):"
         )
-    print_table(rows[: args.max_rows])
-    if len(rows) > args.max_rows:
-        print(f"... {len(rows) - args.max_rows} more rows (--max-rows)")
+    print_table(planned.rows[: args.max_rows])
+    if len(planned.rows) > args.max_rows:
+        print(f"... {len(planned.rows) - args.max_rows} more rows (--max-rows)")
     if e.rungs:
         print()
-        print_ladder(spec, e, seconds if measure else None)
+        print_ladder(spec, e, planned.seconds if measure else None)
     n_done = sum(t.config_hash in done for t in e.trials)
     n_all, n_left = len(e.trials) * samples, (len(e.trials) - n_done) * samples
     arms = f" x {samples} samples each = {n_all} trials" if search else ""
@@ -188,32 +223,18 @@ def run(args) -> int:
     )
     sampled_cost = [p for p in spec.search.space if p in COST_FIELDS or p.startswith("model.")] if search else []
     at = f"; at the base values of {', '.join(sampled_cost)}, which the search samples" if sampled_cost else ""
-    print(f"training compute: {total_flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens{at})")
+    print(f"training compute: {planned.flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens{at})")
     if spec.scheduler is not None and spec.scheduler.type == "asha":
         print("(ASHA stops trials early: the trials' compute and time are at most these)")
     if res.gpus_per_worker:
-        hours = total_flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
+        hours = planned.flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
         print(f"on GPUs: {hours:,.0f} GPU-hours at {args.gpu_tflops:g} TFLOP/s per GPU and {args.mfu:.0%} MFU (--gpu-tflops, --mfu)")
     if gpus:
         print(gpus + ("; --measure times nothing on this machine" if args.measure else ""))
-    from orchestrator.ray.cluster import oversubscription
-
     warning = oversubscription(res)
     if warning and not gpus:
         print(f"warning: {warning} (on this machine; a cluster given with --address is checked at launch)")
-    if measure:
-        est = estimate(to_run, slots=slots, probe=probe, cores=cores, load=load)
-        est.notes += benchmark_notes(e.trials)
-        steps = sum(len(v) for v in step_time.values())
-        for line in lines(est, _duration):
-            print(line)
-        print(
-            f"measured here now: {steps} training steps of {len(step_time)} distinct model(s), a start-up probe P = {probe:.1f} s "
-            f"(a fresh Python importing the trainer), {min(slots, n_left) or 1} trial(s) at once on {cores} cores"
-        )
-        if note := load_note(cores, load):
-            print(note)
-    return 0
+    return n_left
 
 
 def benchmark_notes(trials) -> list[str]:
