@@ -89,6 +89,31 @@ def terminal(comp: Comparison, width: int = 100) -> str:
     legend = column_legend(comp)
     lines += textwrap.wrap(legend, width)
 
+    lines += _delta_lines(comp, heads, legend, width)
+
+    for axis, effects in comp.effects.items():
+        lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
+        header = [heads[axis], "configs"] + [m.label for m in comp.metrics]
+        body = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in effects]
+        lines += _terminal_grid(header, body, 2, width) + textwrap.wrap(legend, width)
+
+    for inter in comp.interactions:
+        lines += [""] + textwrap.wrap(f"{interaction_title(comp, inter)} (+ : significant at 0.05 after Holm)", width)
+        header, body = interaction_cells(comp, inter, mark="+")
+        lines += _terminal_grid(header, body, 2, width)
+
+    lines += _problem_lines(comp, width)
+    if comp.ladder is not None:
+        from .ladder_tables import ladder_terminal
+
+        lines.append(ladder_terminal(comp.ladder))
+    return "\n".join(lines) + "\n"
+
+
+def _delta_lines(comp: Comparison, heads: dict[str, str], legend: str, width: int) -> list[str]:
+    """The Δ table against the baseline and the seeds-needed table; with one seed, the differences
+    and one sentence saying why there are no tests."""
+    lines: list[str] = []
     drows = [r for r in comp.rows if r.baseline is not None]
     note = no_tests_note(comp)
     if drows and note:  # one seed: the differences, and one sentence instead of tests and powers
@@ -132,24 +157,7 @@ def terminal(comp: Comparison, width: int = 100) -> str:
             width,
         )
         lines += _terminal_grid(header, seeds, len(comp.axes) + 1, width) + textwrap.wrap(legend, width)
-
-    for axis, effects in comp.effects.items():
-        lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
-        header = [heads[axis], "configs"] + [m.label for m in comp.metrics]
-        body = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in effects]
-        lines += _terminal_grid(header, body, 2, width) + textwrap.wrap(legend, width)
-
-    for inter in comp.interactions:
-        lines += [""] + textwrap.wrap(f"{interaction_title(comp, inter)} (+ : significant at 0.05 after Holm)", width)
-        header, body = interaction_cells(comp, inter, mark="+")
-        lines += _terminal_grid(header, body, 2, width)
-
-    lines += _problem_lines(comp, width)
-    if comp.ladder is not None:
-        from .ladder_tables import ladder_terminal
-
-        lines.append(ladder_terminal(comp.ladder))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _problem_lines(comp: Comparison, width: int) -> list[str]:

@@ -79,15 +79,12 @@ def _lengths(text: str) -> list[int]:
     return lengths
 
 
-def run(args) -> int:
-    import torch
+def _checked_flags(args) -> list[str]:
+    """The --tasks list, with --limit and --num-fewshot checked; UserError naming the flag (and
+    what a misspelt task is close to)."""
+    from gatedmodels.typedconfig import did_you_mean
 
-    from gatedmodels import GatedTransformer
-    from gatedmodels.typedconfig import ConfigError, did_you_mean
-
-    from ..data import DataUnavailable, build_trial_data
-    from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
-    from ..evals.suite import run_benchmarks
+    from ..evals.harness_data import allowed_text, task_names
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     known = set(task_names())
@@ -103,6 +100,20 @@ def run(args) -> int:
         raise UserError(f"--limit: got {args.limit}; allowed: 1..{MAX_RULER_SAMPLES:,} with ruler (its samples per task and length)")
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
         raise UserError(f"--num-fewshot: got {args.num_fewshot}; allowed: 0..64")
+    return tasks
+
+
+def run(args) -> int:
+    import torch
+
+    from gatedmodels import GatedTransformer
+    from gatedmodels.typedconfig import ConfigError
+
+    from ..data import DataUnavailable, build_trial_data
+    from ..evals.harness_data import base_task, data_problem
+    from ..evals.suite import run_benchmarks
+
+    tasks = _checked_flags(args)
     harness = [t for t in tasks if t not in OWN]
     from orchestrator.interop.locate import RUN_ID
 

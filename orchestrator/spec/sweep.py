@@ -81,19 +81,10 @@ class SweepSpec(Config):
         """Every problem of the file in one round: the base's, the axes' (paths, lengths,
         exclusions), each grid and zip value's in the cells that have it (beyond the base's own
         problems), and each value an Optuna space can sample."""
-        out = []
-        base_issues: list[str] = []
+        out: list[Issue] = []
         if not NAME_RE.fullmatch(self.name):
             out.append(Issue("name", f"got {show(self.name)}; allowed: 1-100 letters, digits, '.', '_', '-'"))
-        if "tracking" in self.base:
-            out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
-        else:
-            try:
-                TrialConfig.from_dict(self.base)
-            except ConfigError as err:  # reported now, with the file's other problems
-                shown = [i for i in err.issues if not _axis_overrides(i.path, self)]
-                out += [i.prefixed("base") for i in shown]
-                base_issues = [str(i) for i in shown]
+        base_issues = self._base_problems(out)
         axes: dict[str, str] = {}
         unusable: set[str] = set()  # axes (grid paths, `zip[i]` groups) left out of the cells' check
         for path, values in self.grid.items():
@@ -160,6 +151,20 @@ class SweepSpec(Config):
             out += cell_problems(self._without(unusable), known=base_issues)
         out += _space_problems(self)  # it skips the dimensions reported above
         return out
+
+    def _base_problems(self, out: list[Issue]) -> list[str]:
+        """The base's own problems (appended to `out`, prefixed), except those at a path an axis sets;
+        their texts, so that the cells' check does not report them again."""
+        if "tracking" in self.base:
+            out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
+            return []
+        try:
+            TrialConfig.from_dict(self.base)
+        except ConfigError as err:  # reported now, with the file's other problems
+            shown = [i for i in err.issues if not _axis_overrides(i.path, self)]
+            out += [i.prefixed("base") for i in shown]
+            return [str(i) for i in shown]
+        return []
 
     def _without(self, unusable: set[str]) -> SweepSpec:
         """This spec without the axes named in `unusable` (`grid.PATH`, `zip[i]`) and the
