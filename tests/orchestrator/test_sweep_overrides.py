@@ -166,3 +166,39 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
     outcome = SimpleNamespace(parent_run_id="p", parent_status="FINISHED", report_dir=None, report_error="")
     assert run_cli.publish_report("qs", "sqlite:///x.db", outcome, tmp_path / "r")
     assert said and said[0].startswith("building the report of sweep qs")
+
+
+@pytest.mark.slow
+def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_sweep(tmp_path):
+    """A real launch with --set and --grid: the sweep's stored file (state folder and parent run) is
+    the changed file, `resume NAME` continues that sweep (not the file on disk), and the results and
+    the report read its axes in the overridden order."""
+    import subprocess
+    import sys
+
+    import dashboards
+
+    src = tmp_path / "s.yaml"
+    src.write_text(yaml.safe_dump({"name": "s", "base": {**BASE, "train": {"steps": 500, "eval_every": 0}}, "grid": {"train.seed": [0]}}))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    common = ["--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs")]
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+
+    out = cli("run", str(src), "--set", "train.steps=3", "--set", "name=ov", "--grid", "model.gate.position=G1,none", *common)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "overrides: --set train.steps=3 --set name=ov --grid model.gate.position=G1,none" in out.stdout
+    stored = tmp_path / "runs" / "sweeps" / "ov" / "sweep.yaml"
+    doc = yaml.safe_load(stored.read_text())
+    assert doc["name"] == "ov" and doc["base"]["train"]["steps"] == 3 and doc["grid"]["model.gate.position"] == ["G1", "none"]
+    assert stored.read_text().startswith(f"# {src} with --set train.steps=3")
+    df = dashboards.results("ov", uri)
+    assert list(df["model.gate"].cat.categories) == ["G1-elementwise", "none"] and (df["config.train.steps"] == 3).all()
+    src.write_text(src.read_text().replace("steps: 500", "steps: 400"))  # the file on disk moves on; the sweep does not
+    out = cli("resume", "ov", *common)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 finished" in out.stdout or "nothing to run" in out.stdout, out.stdout
+    assert len(dashboards.results("ov", uri)) == 2 and (dashboards.results("ov", uri)["config.train.steps"] == 3).all()
+    out = cli("report", "ov", "--tracking-uri", uri, "--no-log")
+    assert out.returncode == 0 and out.stdout.index("G1-elementwise") < out.stdout.index("\nnone "), out.stdout + out.stderr
