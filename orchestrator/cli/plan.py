@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from .common import UserError, print_table
-from .plan_time import TrialTime, contention, estimate, lines, machine_load, measure_step, start_probe, trial_time
+from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
 from .sweepfile import add_override_options
 
 PEAK_TFLOPS = 989.0
@@ -122,7 +122,7 @@ class Planned:
 
     rows: list[dict] = field(default_factory=list)
     flops: float = 0.0
-    step_time: dict[str, list[float]] = field(default_factory=dict)
+    measured: Measured | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     """Config hash -> a trial's estimated seconds (all its samples), for the ladder's rows."""
     to_run: list[TrialTime] = field(default_factory=list)
@@ -146,34 +146,46 @@ def run(args) -> int:
     res = spec.resources
     samples = spec.search.num_samples if spec.search.type == "optuna" else 1
     gpus = gpu_note(res)
-    measure = args.measure and not gpus
+    measure_now = args.measure and not gpus
     cores, load = len(os.sched_getaffinity(0)), machine_load()
     slots = res.max_concurrent or max(1, int(cores // (res.cpus_per_worker * res.workers_per_trial)))
-    probe = start_probe() if measure else 0.0
-    planned = plan_trials(spec, e, done, samples, measure=measure, probe=probe, cores=cores, load=load, slots=slots)
-    n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure)
-    if measure:
-        est = estimate(planned.to_run, slots=slots, probe=probe, cores=cores, load=load)
+    planned = plan_trials(spec, e, done, samples, measure_now=measure_now, cores=cores, load=load, slots=slots)
+    n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure_now)
+    if planned.measured is not None:
+        m = planned.measured
+        est = estimate(planned.to_run, slots=slots, measured=m)
         est.notes += benchmark_notes(e.trials)
         for line in lines(est, _duration):
             print(line)
-        steps = sum(len(v) for v in planned.step_time.values())
+        steps = sum(len(v) for v in m.steps.values())
         print(
-            f"measured here now: {steps} training steps of {len(planned.step_time)} distinct model(s), a start-up probe P = "
-            f"{probe:.1f} s (a fresh Python importing the trainer), {min(slots, n_left) or 1} trial(s) at once on {cores} cores"
+            f"measured here now: {steps} training steps of {len(m.steps)} distinct model(s) at Ray's worker niceness; start-up "
+            f"probes (a fresh Python importing the trainer) P = {m.driver_probe:.1f} s, Pw = {m.worker_probe:.1f} s niced; "
+            f"{min(slots, n_left) or 1} trial(s) at once on {cores} cores"
         )
         if note := load_note(cores, load):
             print(note)
     return 0
 
 
-def plan_trials(spec, e, done: set[str], samples: int, *, measure: bool, probe: float, cores: int, load: float, slots: int) -> Planned:
-    """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
-    `measure`, its time: the steps of each distinct model timed once."""
+def _model_key(t) -> str:
     import json
 
+    tr = t.config.train
+    return json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
+
+
+def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cores: int, load: float, slots: int) -> Planned:
+    """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
+    `measure_now`, its time: the steps of each distinct model timed once, as a Ray worker would run them."""
     res, out = spec.resources, Planned()
     threads = int(res.cpus_per_worker) or 1
+    if measure_now:
+        configs = {_model_key(t): t.config.to_dict() for t in e.trials}
+        try:
+            out.measured = measure(configs, threads)
+        except RuntimeError as err:
+            raise UserError(f"--measure: {err}") from None
     slow = contention(cores, load, min(slots, len(e.trials) * samples) * threads * res.workers_per_trial)
     for t in e.trials:
         flops = trial_flops(t.config, res.workers_per_trial) * samples
@@ -185,12 +197,8 @@ def plan_trials(spec, e, done: set[str], samples: int, *, measure: bool, probe: 
             "train FLOPs": f"{flops:.2e}" + (f" ({samples} x)" if samples > 1 else ""),
             "status": "finished" if t.config_hash in done else "to run",
         }
-        if measure:
-            tr = t.config.train
-            mkey = json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
-            if mkey not in out.step_time:
-                out.step_time[mkey] = measure_step(t.config, threads=threads)
-            one = trial_time(t.config, out.step_time[mkey], probe=probe, slow=slow)
+        if out.measured is not None:
+            one = trial_time(t.config, out.measured.steps[_model_key(t)], slow=slow)
             out.seconds[t.config_hash] = one.total() * samples
             if t.config_hash not in done:
                 out.to_run += [one] * samples

@@ -1,51 +1,56 @@
 """The time estimate of `gatesweep plan --measure`: a sum of named parts, each measured on this
 machine when the plan is made, so that a busy machine's slowness is in every one of them.
 
-Two measurements, both at plan time:
+Measured at plan time (`measure`):
 
-- **a training step** of each distinct model (a plain torch loop on the trial's model, batch and
-  thread count: `measure_step`), its spread (10th to 90th percentile) giving the estimate's range;
-- **a start-up probe** `P`: the wall seconds a fresh Python takes to import what a trial imports
-  (torch, DeepSpeed, MLflow, the trainer: `start_probe`). Start-up costs scale with it.
+- **a start-up probe** P: the wall seconds a fresh Python takes to import what a trial imports
+  (torch, DeepSpeed, MLflow, the trainer), at the driver's priority;
+- in one more fresh Python, at the niceness Ray gives its workers (`worker_niceness`: 15 unless
+  `RAY_worker_niceness` says otherwise), the same imports (Pw: a worker's start) and **a few
+  training steps** of each distinct model (a plain torch loop on the trial's model, batch and
+  thread count: `measure_step`), their spread (10th to 90th percentile) the estimate's range. On a
+  quiet machine the niceness changes nothing; beside other work a niced trial gets less of a core
+  than the same step measured at the driver's priority, and the estimate has to know it.
 
 The parts (`TimeEstimate.parts`, in order; each a `Part`, so a part can be added or replaced
 without touching the others; an evaluation-time estimate of the final benchmarks is one):
 
 | part | how it is counted |
 |---|---|
-| start | the driver's Python, a local Ray and the store: `START_P` x P |
-| trial start-up | each trial slot's first trial starts a Ray worker that imports the trainer (`WORKER_P` x P); every trial opens its run, builds its engine and writes its artifacts (`TRIAL_P` x P) |
+| start | the driver's Python, a local Ray and the store: `START_S` + `START_P` x P |
+| trial start-up | each trial slot's first trial starts a Ray worker that imports the trainer (`WORKER_S` + `WORKER_P` x Pw); every trial opens its run, builds its engine and writes its artifacts (`TRIAL_S`) |
 | training | steps x the measured step x `TRAINER_FACTOR` (the DeepSpeed engine, logging, the data loader around the same step) x the contention of the trials running at once |
 | evaluations | each trial's evaluations (`train.eval_every`, and the last): eval batches and the probe pass as fractions of a training step |
 | waiting | the trials laid out on the slots, longest first: the time the last slot runs after the others are done |
-| report | the end of the sweep: closing the runs, the report (statistics, plots, HTML): `REPORT_P` x P + `REPORT_RUN_P` x P per trial |
+| report | the end of a sweep: Ray stopped, the runs closed, the report (statistics, plots, HTML): `REPORT_S` + `REPORT_RUN_S` per trial |
 
-The multipliers were measured on a 2-core machine (benchmarks/plan_accuracy.py, which also
-gives the estimate's error against measured sweeps; docs/performance.md). Contention: the
-step was measured with the machine's load beside it; `n` trials at once add their threads to that
-load, so each gets `min(1, cores / (load + threads))` of a core where the measurement got
+The constants were fitted on a 2-core machine shared with other work (benchmarks/plan_accuracy.py
+gives the estimate's error against measured sweeps; docs/performance.md). Contention: the step
+was measured with the machine's load beside it; `n` trials at once add their threads to that load,
+so each gets `min(1, cores / (load + threads))` of a core where the measurement got
 `min(1, cores / (load + 1))`.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-START_P = 4.5
-"""The driver's start (Python, a local Ray, the store, the parent and child runs) in units of P."""
-WORKER_P = 3.0
-"""A Ray worker's start (its first trial's imports) in units of P."""
-TRIAL_P = 0.6
-"""Each trial's own fixed cost (its run, its engine, its final probes and artifacts) in units of P."""
-REPORT_P = 3.0
-"""The end of a sweep (Ray stopped, the parent closed, the report's imports and HTML) in units of P."""
-REPORT_RUN_P = 0.02
-"""The report's cost per trial (its records, its share of the plots) in units of P."""
+START_S, START_P = 10.0, 2.5
+"""The driver's start (Python, a local Ray, the store, the parent and child runs): seconds + x P."""
+WORKER_S, WORKER_P = 5.0, 1.0
+"""A Ray worker's start (its first trial's imports): seconds + x the niced probe."""
+TRIAL_S = 3.0
+"""Each trial's own fixed cost (its run, its engine, its final probes and artifacts), seconds."""
+REPORT_S, REPORT_RUN_S = 14.0, 0.4
+"""The end of a sweep (Ray stopped, the parent closed, the report built, the tables printed):
+seconds + seconds per trial. It waits on Ray's shutdown more than it computes, so it is not
+scaled by the probe (14-22 s measured for 4-20 trials at load averages 4-50 on 2 cores)."""
 TRAINER_FACTOR = 1.2
 """A trial's step over the plain torch step of the same model and batch (DeepSpeed's engine,
 the loss and gradient bookkeeping, logging every `log_every` steps): 1.16-1.24 measured on
@@ -53,6 +58,8 @@ the loss and gradient bookkeeping, logging every `log_every` steps): 1.16-1.24 m
 PROBE_PASS_FACTOR = 3.0
 """The probe pass (attention weights made explicit, activations hooked) over a plain forward."""
 PROBE_IMPORTS = "import orchestrator.trial.run, deepspeed"
+WORKER_NICENESS_ENV = "RAY_worker_niceness"
+DEFAULT_WORKER_NICENESS = 15
 
 
 @dataclass
@@ -117,7 +124,7 @@ def measure_step(cfg, *, threads: int = 1, budget_s: float = 1.0, min_steps: int
         torch.set_num_threads(before)
 
 
-def start_probe(runs: int = 2) -> float:
+def start_probe(runs: int = 1) -> float:
     """P: the fewest wall seconds, over `runs` fresh Pythons, to import what a trial imports."""
     best = float("inf")
     for _ in range(runs):
@@ -125,6 +132,55 @@ def start_probe(runs: int = 2) -> float:
         subprocess.run([sys.executable, "-c", PROBE_IMPORTS], check=False, capture_output=True, env=os.environ.copy())
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def worker_niceness() -> int:
+    """The niceness Ray starts its workers at (`RAY_worker_niceness`, 15 by default in Ray 2.60):
+    on a busy machine a niced trial gets a smaller share of a core than the same step measured at
+    the driver's priority, so the step is measured at it."""
+    try:
+        return int(os.environ.get(WORKER_NICENESS_ENV, DEFAULT_WORKER_NICENESS))
+    except ValueError:
+        return DEFAULT_WORKER_NICENESS
+
+
+_WORKER = """
+import json, os, sys, time
+job = json.load(sys.stdin)
+os.nice(job["nice"])
+t0 = time.perf_counter()
+import orchestrator.trial.run, deepspeed
+imported = time.perf_counter() - t0
+from orchestrator.cli.plan_time import measure_step
+from orchestrator.spec.trial import TrialConfig
+steps = {key: measure_step(TrialConfig.from_dict(cfg), threads=job["threads"]) for key, cfg in job["configs"].items()}
+print(json.dumps({"imported": imported, "steps": steps}))
+"""
+
+
+@dataclass
+class Measured:
+    """What `measure` timed: the start-up probes and each distinct model's step times."""
+
+    driver_probe: float
+    """P: a fresh Python importing the trainer, at the driver's priority."""
+    worker_probe: float
+    """The same imports in a process at Ray's workers' niceness (a worker's start)."""
+    steps: dict[str, list[float]]
+    """Model key -> its step times, measured in that niced process."""
+
+
+def measure(configs: dict[str, dict], threads: int) -> Measured:
+    """Time the start-up probe here, then, in one fresh process at Ray's workers' niceness, the
+    trainer's imports and a few steps of each distinct model (`configs`: key -> trial config dict)."""
+    driver = start_probe()
+    job = json.dumps({"nice": worker_niceness(), "threads": threads, "configs": configs})
+    out = subprocess.run([sys.executable, "-c", _WORKER], input=job, capture_output=True, text=True, env=os.environ.copy())
+    try:
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        return Measured(driver, float(found["imported"]), {k: [float(x) for x in v] for k, v in found["steps"].items()})
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise RuntimeError(f"the step measurement failed: {' '.join((out.stderr or out.stdout).split())[-300:]}") from None
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -195,44 +251,41 @@ def makespan(trials: list[TrialTime], slots: int, first: float, which: str = "mi
     return max(e for e, _ in ends) if order else 0.0
 
 
-def estimate(trials: list[TrialTime], *, slots: int, probe: float, cores: int, load: float) -> TimeEstimate:
+def estimate(trials: list[TrialTime], *, slots: int, measured: Measured) -> TimeEstimate:
     """The named parts of a sweep's wall time (`trials`: the trials to run, with contention applied)."""
     n = len(trials)
     used = min(slots, n) or 1
-    worker = WORKER_P * probe
-    parts = [Part("start", START_P * probe, START_P * probe, START_P * probe, f"Python, a local Ray and the store ({START_P:g} P)")]
+    worker = WORKER_S + WORKER_P * measured.worker_probe
+    start = START_S + START_P * measured.driver_probe
+    parts = [Part("start", start, start, start, f"Python, a local Ray and the store ({START_S:g} s + {START_P:g} P)")]
     startup = (used * worker + sum(t.fixed for t in trials)) / used
     parts.append(
         Part(
-            "trial start-up",
-            startup,
-            startup,
-            startup,
-            f"a worker per slot ({WORKER_P:g} P) and each trial's run and engine ({TRIAL_P:g} P)",
+            "trial start-up", startup, startup, startup, f"a worker per slot ({WORKER_S:g} s + {WORKER_P:g} Pw) and {TRIAL_S:g} s per trial"
         )
     )
     train = [sum(getattr(t, k) for t in trials) / used for k in ("train", "train_low", "train_high")]
-    parts.append(Part("training", *train, "steps x the measured step, its spread the 10th-90th percentile"))
+    parts.append(Part("training", *train, "steps x the step measured at Ray's niceness, its spread the 10th-90th percentile"))
     evals = sum(t.evals for t in trials) / used
     parts.append(Part("evaluations", evals, evals, evals, "eval batches and the probe pass, as fractions of a step"))
     spans = {w: makespan(trials, used, worker, w) for w in ("mid", "low", "high")}
     busy = {w: sum(p.seconds if w == "mid" else (p.low if w == "low" else p.high) for p in parts[1:]) for w in spans}
     wait = {w: max(0.0, spans[w] - busy[w]) for w in spans}
     parts.append(Part("waiting", wait["mid"], wait["low"], wait["high"], "the last slot's trials after the other slots are done"))
-    report = (REPORT_P + REPORT_RUN_P * n) * probe
+    report = REPORT_S + REPORT_RUN_S * n
     parts.append(
-        Part("report", report, report, report, f"the end: runs closed, the report built ({REPORT_P:g} P + {REPORT_RUN_P:g} P per trial)")
+        Part("report", report, report, report, f"the end: runs closed, the report built ({REPORT_S:g} s + {REPORT_RUN_S:g} s per trial)")
     )
     return TimeEstimate(parts)
 
 
-def trial_time(cfg, step_times: list[float], *, probe: float, slow: float) -> TrialTime:
+def trial_time(cfg, step_times: list[float], *, slow: float) -> TrialTime:
     """One trial's `TrialTime` from its model's measured steps, `slow` the contention factor."""
     k = TRAINER_FACTOR * slow
     steps = cfg.train.steps
     mid = quantile(step_times, 0.5)
     return TrialTime(
-        fixed=TRIAL_P * probe,
+        fixed=TRIAL_S,
         train=mid * steps * k,
         train_low=quantile(step_times, 0.1) * steps * k,
         train_high=quantile(step_times, 0.9) * steps * k,
