@@ -153,15 +153,14 @@ def run(args) -> int:
     n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure_now)
     if planned.measured is not None:
         m = planned.measured
-        est = estimate(planned.to_run, slots=slots, measured=m)
+        est = estimate(planned.to_run, slots=slots, measured=m, ladder=bool(e.rungs))
         est.notes += benchmark_notes(e.trials)
         for line in lines(est, _duration):
             print(line)
         steps = sum(len(v) for v in m.steps.values())
         print(
-            f"measured here now: {steps} training steps of {len(m.steps)} distinct model(s) at Ray's worker niceness; start-up "
-            f"probes (a fresh Python importing the trainer) P = {m.driver_probe:.1f} s, Pw = {m.worker_probe:.1f} s niced; "
-            f"{min(slots, n_left) or 1} trial(s) at once on {cores} cores"
+            f"measured here now: {steps} training steps of {len(m.steps)} distinct model(s), a start-up probe P = {m.probe:.1f} s "
+            f"(a fresh Python importing the trainer), {min(slots, n_left) or 1} trial(s) at once on {cores} cores"
         )
         if note := load_note(cores, load):
             print(note)
@@ -177,15 +176,12 @@ def _model_key(t) -> str:
 
 def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cores: int, load: float, slots: int) -> Planned:
     """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
-    `measure_now`, its time: the steps of each distinct model timed once, as a Ray worker would run them."""
+    `measure_now`, its time: the steps of each distinct model timed once."""
     res, out = spec.resources, Planned()
     threads = int(res.cpus_per_worker) or 1
     if measure_now:
-        configs = {_model_key(t): t.config.to_dict() for t in e.trials}
-        try:
-            out.measured = measure(configs, threads)
-        except RuntimeError as err:
-            raise UserError(f"--measure: {err}") from None
+        configs = {_model_key(t): t.config for t in e.trials}
+        out.measured = measure(configs, threads)
     slow = contention(cores, load, min(slots, len(e.trials) * samples) * threads * res.workers_per_trial)
     for t in e.trials:
         flops = trial_flops(t.config, res.workers_per_trial) * samples

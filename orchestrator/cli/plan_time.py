@@ -4,13 +4,14 @@ machine when the plan is made, so that a busy machine's slowness is in every one
 Measured at plan time (`measure`):
 
 - **a start-up probe** P: the wall seconds a fresh Python takes to import what a trial imports
-  (torch, DeepSpeed, MLflow, the trainer), at the driver's priority;
-- in one more fresh Python, at the niceness Ray gives its workers (`worker_niceness`: 15 unless
-  `RAY_worker_niceness` says otherwise), the same imports (Pw: a worker's start) and **a few
-  training steps** of each distinct model (a plain torch loop on the trial's model, batch and
-  thread count: `measure_step`), their spread (10th to 90th percentile) the estimate's range. On a
-  quiet machine the niceness changes nothing; beside other work a niced trial gets less of a core
-  than the same step measured at the driver's priority, and the estimate has to know it.
+  (torch, DeepSpeed, MLflow, the trainer); start-up costs grow with it;
+- **a few training steps** of each distinct model (a plain torch loop on the trial's model, batch
+  and thread count: `measure_step`), their spread (10th to 90th percentile) the estimate's range.
+
+Not modelled: Ray runs its workers at niceness 15 (`RAY_worker_niceness`), so beside other work on
+the machine a trial gets less of a core than the step measured here at the driver's priority, and
+the load a run will meet is not the load at plan time. Measuring the steps at that niceness was
+tried and dropped: a short niced sample beside a load average of 30 was 10 times too slow.
 
 The parts (`TimeEstimate.parts`, in order; each a `Part`, so a part can be added or replaced
 without touching the others; an evaluation-time estimate of the final benchmarks is one):
@@ -18,11 +19,11 @@ without touching the others; an evaluation-time estimate of the final benchmarks
 | part | how it is counted |
 |---|---|
 | start | the driver's Python, a local Ray and the store: `START_S` + `START_P` x P |
-| trial start-up | each trial slot's first trial starts a Ray worker that imports the trainer (`WORKER_S` + `WORKER_P` x Pw); every trial opens its run, builds its engine and writes its artifacts (`TRIAL_S`) |
+| trial start-up | each trial slot's first trial starts a Ray worker that imports the trainer (`WORKER_S` + `WORKER_P` x P); every trial opens its run, builds its engine and writes its artifacts (`TRIAL_S`) |
 | training | steps x the measured step x `TRAINER_FACTOR` (the DeepSpeed engine, logging, the data loader around the same step) x the contention of the trials running at once |
 | evaluations | each trial's evaluations (`train.eval_every`, and the last): eval batches and the probe pass as fractions of a training step |
 | waiting | the trials laid out on the slots, longest first: the time the last slot runs after the others are done |
-| report | the end of a sweep: Ray stopped, the runs closed, the report (statistics, plots, HTML): `REPORT_S` + `REPORT_RUN_S` per trial |
+| report | the end of a sweep: Ray stopped, the runs closed, the report (statistics, plots, HTML): `REPORT_S` + `REPORT_RUN_S` per trial, and a ladder's fits `LADDER_REPORT_P` x P |
 
 The constants were fitted on a 2-core machine shared with other work (benchmarks/plan_accuracy.py
 gives the estimate's error against measured sweeps; docs/performance.md). Contention: the step
@@ -34,23 +35,25 @@ so each gets `min(1, cores / (load + threads))` of a core where the measurement 
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 START_S, START_P = 10.0, 2.5
 """The driver's start (Python, a local Ray, the store, the parent and child runs): seconds + x P."""
-WORKER_S, WORKER_P = 5.0, 1.0
-"""A Ray worker's start (its first trial's imports): seconds + x the niced probe."""
+WORKER_S, WORKER_P = 6.0, 1.65
+"""A Ray worker's start (its first trial's imports): seconds + x P."""
 TRIAL_S = 3.0
 """Each trial's own fixed cost (its run, its engine, its final probes and artifacts), seconds."""
 REPORT_S, REPORT_RUN_S = 14.0, 0.4
 """The end of a sweep (Ray stopped, the parent closed, the report built, the tables printed):
 seconds + seconds per trial. It waits on Ray's shutdown more than it computes, so it is not
 scaled by the probe (14-22 s measured for 4-20 trials at load averages 4-50 on 2 cores)."""
+LADDER_REPORT_P = 2.7
+"""A ladder's fits and bootstrap intervals in the report, x P (45 s measured at P = 16.6 s)."""
 TRAINER_FACTOR = 1.2
 """A trial's step over the plain torch step of the same model and batch (DeepSpeed's engine,
 the loss and gradient bookkeeping, logging every `log_every` steps): 1.16-1.24 measured on
@@ -58,8 +61,6 @@ the loss and gradient bookkeeping, logging every `log_every` steps): 1.16-1.24 m
 PROBE_PASS_FACTOR = 3.0
 """The probe pass (attention weights made explicit, activations hooked) over a plain forward."""
 PROBE_IMPORTS = "import orchestrator.trial.run, deepspeed"
-WORKER_NICENESS_ENV = "RAY_worker_niceness"
-DEFAULT_WORKER_NICENESS = 15
 
 
 @dataclass
@@ -134,53 +135,19 @@ def start_probe(runs: int = 1) -> float:
     return best
 
 
-def worker_niceness() -> int:
-    """The niceness Ray starts its workers at (`RAY_worker_niceness`, 15 by default in Ray 2.60):
-    on a busy machine a niced trial gets a smaller share of a core than the same step measured at
-    the driver's priority, so the step is measured at it."""
-    try:
-        return int(os.environ.get(WORKER_NICENESS_ENV, DEFAULT_WORKER_NICENESS))
-    except ValueError:
-        return DEFAULT_WORKER_NICENESS
-
-
-_WORKER = """
-import json, os, sys, time
-job = json.load(sys.stdin)
-os.nice(job["nice"])
-t0 = time.perf_counter()
-import orchestrator.trial.run, deepspeed
-imported = time.perf_counter() - t0
-from orchestrator.cli.plan_time import measure_step
-from orchestrator.spec.trial import TrialConfig
-steps = {key: measure_step(TrialConfig.from_dict(cfg), threads=job["threads"]) for key, cfg in job["configs"].items()}
-print(json.dumps({"imported": imported, "steps": steps}))
-"""
-
-
 @dataclass
 class Measured:
-    """What `measure` timed: the start-up probes and each distinct model's step times."""
+    """What `measure` timed: the start-up probe and each distinct model's step times."""
 
-    driver_probe: float
-    """P: a fresh Python importing the trainer, at the driver's priority."""
-    worker_probe: float
-    """The same imports in a process at Ray's workers' niceness (a worker's start)."""
+    probe: float
+    """P: a fresh Python importing the trainer."""
     steps: dict[str, list[float]]
-    """Model key -> its step times, measured in that niced process."""
+    """Model key -> its step times."""
 
 
-def measure(configs: dict[str, dict], threads: int) -> Measured:
-    """Time the start-up probe here, then, in one fresh process at Ray's workers' niceness, the
-    trainer's imports and a few steps of each distinct model (`configs`: key -> trial config dict)."""
-    driver = start_probe()
-    job = json.dumps({"nice": worker_niceness(), "threads": threads, "configs": configs})
-    out = subprocess.run([sys.executable, "-c", _WORKER], input=job, capture_output=True, text=True, env=os.environ.copy())
-    try:
-        found = json.loads(out.stdout.strip().splitlines()[-1])
-        return Measured(driver, float(found["imported"]), {k: [float(x) for x in v] for k, v in found["steps"].items()})
-    except (ValueError, IndexError, KeyError, TypeError):
-        raise RuntimeError(f"the step measurement failed: {' '.join((out.stderr or out.stdout).split())[-300:]}") from None
+def measure(configs: dict[str, Any], threads: int) -> Measured:
+    """The start-up probe and a few steps of each distinct model (`configs`: key -> trial config)."""
+    return Measured(start_probe(), {key: measure_step(cfg, threads=threads) for key, cfg in configs.items()})
 
 
 def quantile(xs: list[float], q: float) -> float:
@@ -251,30 +218,37 @@ def makespan(trials: list[TrialTime], slots: int, first: float, which: str = "mi
     return max(e for e, _ in ends) if order else 0.0
 
 
-def estimate(trials: list[TrialTime], *, slots: int, measured: Measured) -> TimeEstimate:
+def estimate(trials: list[TrialTime], *, slots: int, measured: Measured, ladder: bool = False) -> TimeEstimate:
     """The named parts of a sweep's wall time (`trials`: the trials to run, with contention applied)."""
     n = len(trials)
     used = min(slots, n) or 1
-    worker = WORKER_S + WORKER_P * measured.worker_probe
-    start = START_S + START_P * measured.driver_probe
+    worker = WORKER_S + WORKER_P * measured.probe
+    start = START_S + START_P * measured.probe
     parts = [Part("start", start, start, start, f"Python, a local Ray and the store ({START_S:g} s + {START_P:g} P)")]
     startup = (used * worker + sum(t.fixed for t in trials)) / used
     parts.append(
         Part(
-            "trial start-up", startup, startup, startup, f"a worker per slot ({WORKER_S:g} s + {WORKER_P:g} Pw) and {TRIAL_S:g} s per trial"
+            "trial start-up", startup, startup, startup, f"a worker per slot ({WORKER_S:g} s + {WORKER_P:g} P) and {TRIAL_S:g} s per trial"
         )
     )
     train = [sum(getattr(t, k) for t in trials) / used for k in ("train", "train_low", "train_high")]
-    parts.append(Part("training", *train, "steps x the step measured at Ray's niceness, its spread the 10th-90th percentile"))
+    parts.append(Part("training", *train, "steps x the measured step, its spread the 10th-90th percentile"))
     evals = sum(t.evals for t in trials) / used
     parts.append(Part("evaluations", evals, evals, evals, "eval batches and the probe pass, as fractions of a step"))
     spans = {w: makespan(trials, used, worker, w) for w in ("mid", "low", "high")}
     busy = {w: sum(p.seconds if w == "mid" else (p.low if w == "low" else p.high) for p in parts[1:]) for w in spans}
     wait = {w: max(0.0, spans[w] - busy[w]) for w in spans}
     parts.append(Part("waiting", wait["mid"], wait["low"], wait["high"], "the last slot's trials after the other slots are done"))
-    report = REPORT_S + REPORT_RUN_S * n
+    report = REPORT_S + REPORT_RUN_S * n + (LADDER_REPORT_P * measured.probe if ladder else 0.0)
+    fits = f" + {LADDER_REPORT_P:g} P for the ladder's fits" if ladder else ""
     parts.append(
-        Part("report", report, report, report, f"the end: runs closed, the report built ({REPORT_S:g} s + {REPORT_RUN_S:g} s per trial)")
+        Part(
+            "report",
+            report,
+            report,
+            report,
+            f"the end: runs closed, the report built ({REPORT_S:g} s + {REPORT_RUN_S:g} s per trial{fits})",
+        )
     )
     return TimeEstimate(parts)
 

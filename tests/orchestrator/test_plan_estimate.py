@@ -18,44 +18,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_estimate_is_its_parts_and_counts_what_runs_besides_the_steps():
     trials = [TrialTime(fixed=2.0, train=30.0, train_low=25.0, train_high=40.0, evals=1.0) for _ in range(3)]
-    measured = Measured(driver_probe=4.0, worker_probe=6.0, steps={})
+    measured = Measured(probe=4.0, steps={})
     est = estimate(trials, slots=2, measured=measured)
     names = [p.name for p in est.parts]
     assert names == ["start", "trial start-up", "training", "evaluations", "waiting", "report"]
     start, report = est.parts[0].seconds, est.parts[-1].seconds
     assert start == plan_time.START_S + plan_time.START_P * 4.0 and report == plan_time.REPORT_S + 3 * plan_time.REPORT_RUN_S
     # the trials' parts and the waiting add up to the schedule: 3 trials on 2 slots, each slot's first one starting a worker
-    worker = plan_time.WORKER_S + plan_time.WORKER_P * 6.0
+    worker = plan_time.WORKER_S + plan_time.WORKER_P * 4.0
     span = makespan(trials, 2, worker)
     assert span == pytest.approx(2 * 33.0 + worker)
     assert est.seconds == pytest.approx(start + span + report)
     assert est.low < est.seconds < est.high
     # a step measured alone is slower when two trials share two cores with a busy machine's load
     assert contention(2, 0.0, 2) == 1.0 and contention(2, 6.0, 2) == pytest.approx((2 / 7) / (2 / 8))
-
-
-def test_steps_are_measured_at_the_niceness_ray_gives_its_workers(monkeypatch):
-    """On a busy machine Ray's niced workers (nice 15) get less of a core than the driver: the
-    steps and the worker's start are timed in a process at that niceness (RAY_worker_niceness)."""
-    import subprocess
-    import sys
-
-    from orchestrator.spec.trial import TrialConfig
-
-    cfg = TrialConfig.from_dict({"model": {"size": "bigram-1l"}, "data": {"seq_len": 16}, "train": {"steps": 10, "batch_size": 2}})
-    seen = []
-    real = subprocess.run
-
-    def spy(cmd, *args, **kwargs):
-        seen.append((cmd, kwargs.get("input")))
-        return real(cmd, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", spy)
-    monkeypatch.setenv("RAY_worker_niceness", "7")
-    m = plan_time.measure({"k": cfg.to_dict()}, threads=1)
-    assert m.driver_probe > 0 and m.worker_probe > 0 and len(m.steps["k"]) >= 5
-    worker = [inp for cmd, inp in seen if cmd[:2] == [sys.executable, "-c"] and inp]
-    assert len(worker) == 1 and '"nice": 7' in worker[0] and "os.nice" in plan_time._WORKER
+    # a ladder's report fits laws: its part grows with the probe
+    assert estimate(trials, slots=2, measured=measured, ladder=True).parts[-1].seconds == pytest.approx(
+        report + plan_time.LADDER_REPORT_P * 4.0
+    )
 
 
 def test_evaluations_count_the_periodic_ones_and_the_last():

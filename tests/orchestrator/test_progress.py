@@ -217,7 +217,7 @@ def test_plan_measure_gives_its_parts_and_spread_and_says_when_the_machine_is_bu
     from orchestrator.cli.plan_time import Measured
 
     real = plan.measure
-    monkeypatch.setattr(plan, "measure", lambda configs, threads: Measured(4.0, 5.0, real(configs, threads).steps))
+    monkeypatch.setattr(plan, "measure", lambda configs, threads: Measured(4.0, real(configs, threads).steps))
     assert main(["plan", str(f), "--measure", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -225,7 +225,7 @@ def test_plan_measure_gives_its_parts_and_spread_and_says_when_the_machine_is_bu
     assert "10th to 90th percentile), the sum of:" in lines[head]
     parts = [ln.split()[0] for ln in lines[head + 1 : head + 7]]
     assert parts == ["start", "trial", "training", "evaluations", "waiting", "report"], lines[head : head + 8]
-    assert "P = 4.0 s, Pw = 5.0 s niced" in out and ("2 trial(s) at once" in out or "1 trial(s) at once" in out)
+    assert "start-up probe P = 4.0 s" in out and ("2 trial(s) at once" in out or "1 trial(s) at once" in out)
     cpus = len(os.sched_getaffinity(0))
     assert f"note: the machine is busy (load average 9.0 on {cpus} cores)" in out
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
