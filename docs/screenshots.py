@@ -8,7 +8,7 @@
   report (`--quickstart-report FOLDER`, a report folder of `sweeps/quickstart.yaml`; without it
   they are left as they are).
 
-    .venv/bin/python docs/screenshots.py                        # runs sweeps/hello.yaml (~2 min) into a temporary store
+    .venv/bin/python docs/screenshots.py                        # runs sweeps/hello.yaml (4 trials) into a temporary store
     .venv/bin/python docs/screenshots.py --hello-root DIR       # reuse a folder where hello ran (DIR/mlflow.db, DIR/runs)
     .venv/bin/python docs/screenshots.py --check                # exit 1 naming the pictures whose code changed
 
@@ -150,7 +150,7 @@ def hello_store(root: Path | None, work: Path) -> tuple[Path, str]:
         root = work / "hello"
         root.mkdir()
         uri = f"sqlite:///{root / 'mlflow.db'}"
-        print("running sweeps/hello.yaml (about 2 minutes on 2 cores)...", flush=True)
+        print("running sweeps/hello.yaml (4 trials, a few minutes)...", flush=True)
         cli(
             "run",
             str(ROOT / "sweeps" / "hello.yaml"),

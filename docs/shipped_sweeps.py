@@ -16,7 +16,7 @@ SHIPPED: dict[str, tuple[str, str]] = {
     # file: (what it compares, its wall time as measured, or where it runs)
     "hello.yaml": (
         "your first sweep: the sink with and without the G1 gate, a cut-down quickstart",
-        "~2 min quiet; 4.5-5 min with other work on the cores",
+        "4.6-7.1 min with other work on the cores (load averages 4-50; not measured quiet)",
     ),
     "quickstart.yaml": ("the attention sink and the G1/G2 gates on Bigram-Backcopy", "10-18 min"),
     "shakespeare_small.yaml": ("baseline vs G1 on Shakespeare text, `small` preset", "~6 min"),
