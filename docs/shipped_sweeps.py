@@ -18,7 +18,7 @@ SHIPPED: dict[str, tuple[str, str]] = {
         "your first sweep: the sink with and without the G1 gate, a cut-down quickstart",
         "4.6-7.1 min with other work on the cores (load averages 4-50; not measured quiet)",
     ),
-    "quickstart.yaml": ("the attention sink and the G1/G2 gates on Bigram-Backcopy", "10-18 min"),
+    "quickstart.yaml": ("the attention sink and the G1/G2 gates on Bigram-Backcopy", "10-18 min; 53 min at load averages 12-50"),
     "shakespeare_small.yaml": ("baseline vs G1 on Shakespeare text, `small` preset", "~6 min"),
     "paper_table4_cpu.yaml": ("the paper's Table 4 variants on Bigram-Backcopy", "~7 min"),
     "paper_text_cpu.yaml": ("perplexity and massive activations on text: G1 vs the baseline and a parameter-matched baseline", "~13 min"),
