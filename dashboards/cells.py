@@ -201,6 +201,48 @@ def status_counts(comp: Comparison) -> str:
     return ", ".join(f"{n} {s}" for s, n in comp.state_counts().items()) or "no runs"
 
 
+MIN_TEST_SEEDS = 2
+"""Paired seeds a paired t-test needs (3 or more to judge its power)."""
+
+
+def no_tests_note(comp: Comparison) -> str | None:
+    """One sentence for a report whose Δ table has no test at all because no configuration has
+    2 seeds paired with its baseline (a 1-seed sweep); None otherwise."""
+    if comp.n_tests or not any(r.baseline is not None for r in comp.rows):
+        return None
+    most = max((d.n_pairs for r in comp.rows for d in r.deltas.values()), default=0)
+    if most >= MIN_TEST_SEEDS:
+        return None
+    return (
+        f"No tests: {'one seed' if most <= 1 else f'{most} seeds'} per configuration, and a paired t-test needs at least "
+        f"{MIN_TEST_SEEDS} seeds of both configurations (3 or more to judge its power); the Δ shown are single differences. "
+        "Run more seeds, e.g. --grid train.seed=0,1,2."
+    )
+
+
+def has_intervals(comp: Comparison) -> bool:
+    """Whether any configuration has the 2 or more finished seeds an interval needs."""
+    return any(r.n >= MIN_TEST_SEEDS for r in comp.rows)
+
+
+NO_INTERVALS = "No intervals: one finished seed per configuration (an interval of the mean needs 2 or more)."
+
+
+def column_legend(comp: Comparison, *, labels: bool = True) -> str:
+    """What each abbreviated column header stands for: the metrics' short labels (`labels`, the
+    terminal's) and the axes' short names (`gate` for `model.gate`)."""
+    from orchestrator import metrics as registry
+
+    parts = [f"{head} = {path}" for path, head in axis_headers(comp.axes).items() if head != path]
+    for m in comp.metrics if labels else []:
+        if m.label == m.key:
+            continue
+        entry = registry.lookup(m.key)
+        meaning = entry.paper if entry is not None and entry.paper not in ("", m.label, m.key) else ""
+        parts.append(f"{m.label} = {m.key}" + (f" ({meaning})" if meaning else ""))
+    return ("Columns: " + "; ".join(parts) + ".") if parts else ""
+
+
 def header_lines(comp: Comparison) -> list[str]:
     s = comp.sweep
     lines = [
@@ -211,8 +253,14 @@ def header_lines(comp: Comparison) -> list[str]:
     lines.append(f"rows: configurations; seeds grouped over {seeds}. Values: mean ± std over finished seeds (n); final values of each run.")
     if any(len(v) > 1 for v in comp.levels.values()):
         lines.append("Levels of each axis in the sweep's order (model sizes by size).")
-    lines.append("Intervals: 95% percentile bootstrap of the mean over seeds (exact for ≤ 6 seeds); Student's t in report.csv.")
-    if comp.has_baseline:
+    if has_intervals(comp):
+        lines.append("Intervals: 95% percentile bootstrap of the mean over seeds (exact for ≤ 6 seeds); Student's t in report.csv.")
+    else:
+        lines.append(NO_INTERVALS)
+    note = no_tests_note(comp)
+    if comp.has_baseline and note:
+        lines.append(f"Δ: against the baseline row ({comp.baseline_text}) with the other axes equal. {note}")
+    elif comp.has_baseline:
         lines.append(
             f"Δ: against the baseline row ({comp.baseline_text}) with the other axes equal; p: paired t-test over matching seeds, "
             + (

@@ -21,16 +21,20 @@ from pathlib import Path
 from . import ladder
 from .cells import (
     DASH,
+    NO_INTERVALS,
     axis_headers,
     boot_text,
     ci_text,
+    column_legend,
     delta_boot_text,
     delta_text,
+    has_intervals,
     header_lines,
     interaction_cells,
     interaction_legend,
     interaction_title,
     mean_std,
+    no_tests_note,
     p_text,
     seeds_cell,
     seeds_cells,
@@ -113,7 +117,13 @@ def _configurations(comp: Comparison, heads: dict, plots: Plots = ()) -> list[st
         cells.append(("status-bad" if bad else "status-ok", esc(row.status), ""))
         for m in comp.metrics:
             st = row.stats[m.key]
-            title = f"n={st.n}; 95% bootstrap {boot_text(st)}; Student's t {ci_text(st)}" if st.mean is not None else ""
+            title = (
+                ""
+                if st.mean is None
+                else f"n={st.n}"
+                if st.n < 2
+                else f"n={st.n}; 95% bootstrap {boot_text(st)}; Student's t {ci_text(st)}"
+            )
             text = esc(mean_std(st))
             best = m.key in row.best
             cells.append(("num best" if best else "num", f"<strong>{text}</strong>" if best else text, title))
@@ -126,7 +136,9 @@ def _configurations(comp: Comparison, heads: dict, plots: Plots = ()) -> list[st
         "(a row whose Δ against its baseline is significant, or a baseline every row compared with it differs from "
         "significantly); lower is better except MMLU, RULER and throughput; the gate score has no better side. Hover a "
         "cell for n and its 95% confidence interval. – : not logged (the gate score of an ungated model) or no finished "
-        "seed. Wide tables scroll sideways; their first column stays.</p></section>",
+        "seed. Wide tables scroll sideways; their first column stays."
+        + (f" {esc(legend)}" if (legend := column_legend(comp, labels=False)) else "")
+        + "</p></section>",
     ]
     return parts
 
@@ -134,6 +146,8 @@ def _configurations(comp: Comparison, heads: dict, plots: Plots = ()) -> list[st
 def _intervals(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The bootstrap intervals of the mean."""
     parts: list[str] = []
+    if not has_intervals(comp):
+        return [f'<section id="ci"><h2>95% intervals of the mean</h2><p class="legend">{esc(NO_INTERVALS)}</p></section>']
     header = [heads[p] for p in comp.axes] + ["n"] + [m.key for m in comp.metrics]
     rows = [
         (
@@ -159,6 +173,7 @@ def _deltas(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The Δ table against the baseline and the seeds-needed lines."""
     parts: list[str] = []
     drows = [r for r in comp.rows if r.baseline is not None]
+    note = no_tests_note(comp)
     if drows:
         header = [heads[p] for p in comp.axes] + ["pairs"] + [m.key for m in comp.metrics]
         rows = []
@@ -171,15 +186,17 @@ def _deltas(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
                     cells.append(("num", DASH, ""))
                     continue
                 ptext = f"p {esc(p_text(d.p))}" + (f" · Holm {esc(p_text(d.p_holm))}" if d.p_holm is not None else "")
-                p = f'<span class="sig">{ptext}</span>' if d.significant else ptext
-                tip = f"95% bootstrap {delta_boot_text(d, row.baseline.stats[m.key])}"
+                p = "" if note else (f'<span class="sig">{ptext}</span>' if d.significant else ptext)
+                tip = "" if note else f"95% bootstrap {delta_boot_text(d, row.baseline.stats[m.key])}"
                 tip += f"; t={d.t:.3f}; seeds for 80% power (power now): {seeds_cell(d)}" if d.t is not None else ""
-                cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}<br>{p}", tip))
+                cells.append(("num", f"{esc(delta_text(d, row.baseline.stats[m.key]))}" + (f"<br>{p}" if p else ""), tip))
             rows.append(("", cells))
         parts += [
             f'<section id="deltas"><h2>Δ against the baseline ({esc(comp.baseline_text)}; other axes equal)</h2>',
             _table(header, rows, "table-deltas"),
-            '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
+            f'<p class="legend">Δ = mean − baseline mean (relative Δ). {esc(note)}</p>'
+            if note
+            else '<p class="legend">Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both '
             f"rows finished (none with fewer than 2 pairs); Holm: p adjusted by Holm's method over the {comp.n_tests} tests "
             "of this table; in green when significant at 0.05 after it. Hover a cell for the bootstrap interval of Δ.</p>",
             "</section>",
@@ -191,7 +208,7 @@ def _seeds(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The seeds-needed table: per comparison and metric, the seeds 80% power takes (the whole
     sentence in the cell's tooltip)."""
     header, body, notes = seeds_cells(comp)
-    if not body:
+    if not body or no_tests_note(comp):  # one seed: the Δ section says what the tests need
         return []
     rows = [
         (

@@ -22,9 +22,6 @@ from orchestrator.metrics import Better as Direction
 DEFAULT_METRICS = registry.names("headline")
 DEFAULT_FAMILIES = registry.prefixes("headline")
 """Families whose members are default columns too (RULER averages per length)."""
-BIGRAM_METRICS = registry.names("bigram")
-BIGRAM_MARKERS = registry.names(when="eval", needs="bigram")
-"""A run that logged one of these is a Bigram-Backcopy run."""
 FIRST_TOKEN = registry.get("first_token_attn").name
 """Drawn per layer (`first_token_attn/layer_i`) and shown with its uniform-attention level."""
 UNIFORM_FIRST_TOKEN = registry.get("first_token_attn_uniform").name
@@ -68,27 +65,13 @@ def _length_label(text: str) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def _member_sort_key(key: str) -> tuple[int, float, str]:
-    """Family members by family, then by length (numbers), then by name."""
-    family = registry.lookup(key)
-    tail = key[len(family.name) :]
-    try:
-        return DEFAULT_FAMILIES.index(family.name), float(tail), key
-    except ValueError:
-        return DEFAULT_FAMILIES.index(family.name), math.inf, key
-
-
 def choose(present: Iterable[str], requested: list[str] | None = None) -> list[MetricSpec]:
     """The metric columns: `requested` in its order (whether or not logged: an absent one shows
-    as "–"), else the defaults that some run logged, then its RULER averages by length."""
+    as "–"), else the default columns of what some run logged (`orchestrator.metrics.default_columns`:
+    the same set as the end-of-sweep table's and `dashboards.results`')."""
     if requested:
         return [spec(k) for k in requested]
-    present = set(present)
-    keys = [k for k in DEFAULT_METRICS if k in present]
-    if present.intersection(BIGRAM_MARKERS):  # Bigram-Backcopy: the loss, the copy positions' loss, value drain at BOS
-        keys += [k for k in BIGRAM_METRICS if k in present and k not in keys]
-    keys += sorted((k for k in present if k.startswith(DEFAULT_FAMILIES) and k not in DEFAULT_FAMILIES), key=_member_sort_key)
-    return [spec(k) for k in keys]
+    return [spec(k) for k in registry.default_columns(present)]
 
 
 def decimals(value: float) -> int:

@@ -58,9 +58,10 @@ def config_key(label: str) -> str:
 
 def summary_metrics(comp) -> dict[str, float]:
     """`<metric>/<configuration>`: each configuration's mean over its finished seeds, for the
-    runs table's metrics and the registry's summary metrics the trials logged."""
+    default columns (`orchestrator.metrics.default_columns`) and the runs table's metrics the
+    trials logged."""
     logged = {k for row in comp.rows for r in row.counted.values() for k in r.metrics}
-    keys = views.table_metrics(logged) + [m.name for m in registry.select("summary") if m.name in logged]
+    keys = registry.default_columns(logged) + views.table_metrics(logged)
     out: dict[str, float] = {}
     labels = [(row, config_key(row.label(comp.axes))) for row in comp.rows]
     for key in dict.fromkeys(keys):  # metric by metric: a metric's configurations side by side

@@ -43,6 +43,7 @@ import math
 
 from gatedmodels.typedconfig import did_you_mean
 
+from .baseline import resolve_baseline
 from .comparison import Comparison, Effect, Row
 from .interactions import interactions
 from .levels import BASELINE_VALUES, level_order, sort_value
@@ -124,7 +125,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
         for m in specs:
             row.stats[m.key] = describe({s: r.metrics[m.key] for s, r in row.counted.items() if m.key in r.metrics})
 
-    reference = {**BASELINE_AXES, **_checked_baseline(baseline or {}, levels, axes)}
+    reference = {**BASELINE_AXES, **resolve_baseline(sweep, baseline or {}, axes, levels)}
     _baselines(rows, axes, reference)
     for row in rows:
         if row.baseline is not None:
@@ -171,18 +172,6 @@ def _check_metrics(sweep: SweepRuns, metrics: list[str] | None) -> None:
     shown = ", ".join(top[:MAX_LISTED_METRICS]) + (f", ... ({len(top) - MAX_LISTED_METRICS} more)" if len(top) > MAX_LISTED_METRICS else "")
     what = "is not a metric" if len(unknown) == 1 else "are not metrics"
     raise StoreError(f"--metrics: {named} {what} of sweep {sweep.name}; its runs logged: {shown or 'none'}")
-
-
-def _checked_baseline(baseline: dict[str, str], levels: dict[str, list[str]], axes: list[str]) -> dict[str, str]:
-    """The user's baseline values, each an axis of the sweep and one of its levels (StoreError:
-    the report's user mistake, with what is allowed)."""
-    for path, value in baseline.items():
-        if path not in axes:
-            allowed = ", ".join(p for p in axes if p not in BASELINE_AXES) or "none"
-            raise StoreError(f"--baseline {path}={value}: {path} is not an axis this sweep varies (axes: {allowed})")
-        if value not in levels[path]:
-            raise StoreError(f"--baseline {path}={value}: no configuration has it; {path} takes {', '.join(levels[path])}")
-    return baseline
 
 
 def _baselines(rows: list[Row], axes: list[str], reference: dict[str, str]) -> None:

@@ -14,13 +14,16 @@ from . import ladder
 from .cells import (
     BEST_TEXT,
     DASH,
+    NO_INTERVALS,
     boot_text,
     delta_text,
+    has_intervals,
     header_lines,
     interaction_cells,
     interaction_legend,
     interaction_title,
     mean_std,
+    no_tests_note,
     p_pair_text,
     seeds_cells,
     seeds_legend,
@@ -75,7 +78,11 @@ def delta_cells(comp: Comparison) -> tuple[list[str], list[list[str]]]:
             if d is None:
                 cells.append(DASH)
                 continue
-            text = f"{delta_text(d, row.baseline.stats[m.key])}, {p_pair_text(d)}"
+            text = (
+                delta_text(d, row.baseline.stats[m.key])
+                if no_tests_note(comp)
+                else f"{delta_text(d, row.baseline.stats[m.key])}, {p_pair_text(d)}"
+            )
             cells.append(f"**{text}**" if d.significant else text)
         body.append(cells)
     return header, body
@@ -110,6 +117,8 @@ def md_configurations(comp: Comparison, plots: Sequence[tuple[str, str]]) -> lis
 
 def md_intervals(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
     lines = ["## 95% intervals of the mean (percentile bootstrap over seeds)", ""]
+    if not has_intervals(comp):
+        return lines + [NO_INTERVALS]
     h, b = ci_cells(comp)
     return lines + _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))
 
@@ -120,6 +129,9 @@ def md_deltas(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
         return []
     lines = [f"## Δ against the baseline ({comp.baseline_text}; other axes equal)", ""]
     lines += _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))
+    note = no_tests_note(comp)
+    if note:
+        return lines + ["", f"Δ = mean − baseline mean (relative Δ). {note}"]
     return lines + [
         "",
         "Δ = mean − baseline mean (relative Δ); p: two-sided paired t-test over the seeds both finished; Holm: p adjusted "
@@ -129,7 +141,7 @@ def md_deltas(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
 
 def md_seeds(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
     h, b, _ = seeds_cells(comp)
-    if not b:
+    if not b or no_tests_note(comp):  # one seed: the Δ section says what the tests need
         return []
     lines = ["## Seeds needed (80% power of the paired t-test to detect the observed Δ)", ""]
     lines += _md_table(h, b, [False] * len(comp.axes) + [True] * (1 + len(comp.metrics)))

@@ -11,7 +11,20 @@ from collections.abc import Sequence
 from orchestrator.printable import terminal as printable
 
 from . import ladder
-from .cells import DASH, axis_headers, delta_text, header_lines, interaction_cells, interaction_title, mean_std, p_text, seeds_cell
+from .cells import (
+    DASH,
+    axis_headers,
+    column_legend,
+    delta_text,
+    has_intervals,
+    header_lines,
+    interaction_cells,
+    interaction_title,
+    mean_std,
+    no_tests_note,
+    p_text,
+    seeds_cell,
+)
 from .comparison import Comparison
 from .metrics import axis_text, fmt
 
@@ -72,13 +85,46 @@ def terminal(comp: Comparison, width: int = 100) -> str:
             cells.append(text + ("*" if m.key in row.best else ""))
         body.append(cells)
     lines += _terminal_grid(header, body, len(comp.axes) + 2, width)
-    lines += textwrap.wrap(
-        "* best per column where significantly better after Holm; ± std over seeds. 95% bootstrap intervals: report.md / report.html.",
-        width,
-    )
+    intervals = "95% bootstrap intervals: report.md / report.html." if has_intervals(comp) else "No intervals with one seed."
+    lines += textwrap.wrap(f"* best per column where significantly better after Holm; ± std over seeds. {intervals}", width)
+    legend = column_legend(comp)
+    lines += textwrap.wrap(legend, width)
 
+    lines += _delta_lines(comp, heads, legend, width)
+
+    for axis, effects in comp.effects.items():
+        lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
+        header = [heads[axis], "configs"] + [m.label for m in comp.metrics]
+        body = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in effects]
+        lines += _terminal_grid(header, body, 2, width) + textwrap.wrap(legend, width)
+
+    for inter in comp.interactions:
+        lines += [""] + textwrap.wrap(f"{interaction_title(comp, inter)} (+ : significant at 0.05 after Holm)", width)
+        header, body = interaction_cells(comp, inter, mark="+")
+        lines += _terminal_grid(header, body, 2, width)
+
+    lines += _problem_lines(comp, width)
+    if comp.ladder is not None:
+        lines.append(ladder.terminal(comp.ladder))
+    return "\n".join(lines) + "\n"
+
+
+def _delta_lines(comp: Comparison, heads: dict[str, str], legend: str, width: int) -> list[str]:
+    """The Δ table against the baseline and the seeds-needed table; with one seed, the differences
+    and one sentence saying why there are no tests."""
+    lines: list[str] = []
     drows = [r for r in comp.rows if r.baseline is not None]
-    if drows:
+    note = no_tests_note(comp)
+    if drows and note:  # one seed: the differences, and one sentence instead of tests and powers
+        lines += [""] + textwrap.wrap(f"Δ vs the baseline ({comp.baseline_text}; same other axes). {note}", width)
+        header = [heads[p] for p in comp.axes] + [m.label for m in comp.metrics]
+        body = [
+            [axis_text(row.axes[p]) for p in comp.axes]
+            + [delta_text(row.deltas.get(m.key), row.baseline.stats[m.key], relative=False) for m in comp.metrics]
+            for row in drows
+        ]
+        lines += _terminal_grid(header, body, len(comp.axes), width) + textwrap.wrap(legend, width)
+    elif drows:
         lines += [""] + textwrap.wrap(
             f"Δ vs the baseline ({comp.baseline_text}; same other axes); p: paired t-test over matching seeds, [Holm-adjusted over the {comp.n_tests} "
             "tests of this table]; + : significant at 0.05 after Holm",
@@ -103,29 +149,14 @@ def terminal(comp: Comparison, width: int = 100) -> str:
                 need.append(seeds_cell(d))
             body.append(cells)
             seeds.append(need)
-        lines += _terminal_grid(header, body, len(comp.axes) + 1, width)
+        lines += _terminal_grid(header, body, len(comp.axes) + 1, width) + textwrap.wrap(legend, width)
         lines += [""] + textwrap.wrap(
             f"seeds for 80% power to detect the observed Δ: at α 0.05 / at α/{comp.n_tests} (Holm's strictest level); "
             "in brackets the power at α 0.05 with the seeds there are",
             width,
         )
-        lines += _terminal_grid(header, seeds, len(comp.axes) + 1, width)
-
-    for axis, effects in comp.effects.items():
-        lines += ["", f"main effect of {comp.axis_title(axis)} (mean over the other axes)"]
-        header = [heads[axis], "configs"] + [m.label for m in comp.metrics]
-        body = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in effects]
-        lines += _terminal_grid(header, body, 2, width)
-
-    for inter in comp.interactions:
-        lines += [""] + textwrap.wrap(f"{interaction_title(comp, inter)} (+ : significant at 0.05 after Holm)", width)
-        header, body = interaction_cells(comp, inter, mark="+")
-        lines += _terminal_grid(header, body, 2, width)
-
-    lines += _problem_lines(comp, width)
-    if comp.ladder is not None:
-        lines.append(ladder.terminal(comp.ladder))
-    return "\n".join(lines) + "\n"
+        lines += _terminal_grid(header, seeds, len(comp.axes) + 1, width) + textwrap.wrap(legend, width)
+    return lines
 
 
 def _problem_lines(comp: Comparison, width: int) -> list[str]:

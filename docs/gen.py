@@ -5,6 +5,8 @@
   `gatedmodels/config.py`): their annotations, `LIMITS`, defaults and the docstrings under fields.
 - `reference/cli.md`: every command of `orchestrator/cli/main.py: COMMANDS`, from its argparse
   parser (usage, description, every argument with its default and help).
+- `reference/shipped-sweeps.md`: the shipped sweep files, their trials and seeds from their
+  expansion and the wall times measured for them (`docs/shipped_sweeps.py`, one place).
 
     .venv/bin/python docs/gen.py           # rewrite the pages
     .venv/bin/python docs/gen.py --check   # exit 1 naming the stale pages, writing nothing
@@ -428,9 +430,25 @@ def cli_page() -> str:
 
 
 # ---- the pages --------------------------------------------------------------------------------
+def _shipped_module() -> types.ModuleType:
+    """docs/shipped_sweeps.py (the shipped sweeps' page and their measured wall times)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_shipped_sweeps", DOCS / "shipped_sweeps.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shipped_sweeps_page() -> str:
+    return _shipped_module().shipped_sweeps_page(banner, table, cell)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/sweep-fields.md": sweep_fields_page,
     "reference/cli.md": cli_page,
+    "reference/shipped-sweeps.md": shipped_sweeps_page,
 }
 """Generated page (relative to docs/) -> the function that writes it."""
 

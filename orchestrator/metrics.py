@@ -5,11 +5,14 @@ reports it, which trials do, and its roles:
 
 | role        | where it is used                                                          |
 |-------------|---------------------------------------------------------------------------|
-| `headline`  | the report's default columns (`gatesweep report`), in registry order      |
-| `bigram`    | further report columns for Bigram-Backcopy runs (they log `bbc/*`)        |
+| `headline`  | the default columns, in registry order: `default_columns`                 |
+| `bigram`    | further default columns for Bigram-Backcopy runs (they log `bbc/*`)       |
 | `progress`  | the console's evaluation line (`gatesweep run` and `train`)               |
 | `final`     | must be in every finished trial's run (for `gated` ones only on gated models) |
-| `summary`   | the end-of-sweep table (`summary.md` on the parent run)                   |
+
+One default set of columns, `default_columns(logged)`, serves every table of a sweep's results:
+the end-of-sweep table (and `summary.md` on the parent run), `gatesweep report` and
+`dashboards.results`.
 
 `when` is `eval` for metrics every evaluation reports (so ASHA can compare trials at each one),
 `end` for those only the final result has, and `step` for the training metrics logged every
@@ -32,11 +35,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 Better = Literal["min", "max"] | None
-ROLES = ("headline", "bigram", "progress", "final", "summary")
+ROLES = ("headline", "bigram", "progress", "final")
 WHEN = ("step", "eval", "end")
 NEEDS = ("", "gate", "bigram", "slot", "tasks", "ruler", "ppl", "length")
 
@@ -87,14 +91,14 @@ HARNESS_TASKS = ("hellaswag", "mmlu", "arc_easy", "arc_challenge", "piqa", "wino
 HARNESS_BPB_TASKS = ("hellaswag", "arc_easy", "arc_challenge", "piqa", "sciq")
 
 REGISTRY: tuple[Metric, ...] = (
-    _m("val_loss", "loss", "min", "eval", "bigram", "progress", "final", "summary", paper="loss", fmt=".4f"),
-    _m("val_ppl", "PPL", "min", "eval", "headline", "final", "summary", paper="PPL"),
+    _m("val_loss", "loss", "min", "eval", "bigram", "progress", "final", paper="loss", fmt=".4f"),
+    _m("val_ppl", "PPL", "min", "eval", "headline", "final", paper="PPL"),
     _m("val_bpb", "bpb", "min", "eval", "final", paper="bits per byte"),
     _m("hellaswag/acc_norm", "HellaSwag", "max", "end", "headline", needs="tasks", paper="HellaSwag"),
     _m("mmlu/acc", "MMLU", "max", "end", "headline", needs="tasks", paper="MMLU"),
     _m("gsm8k/exact_match/strict-match", "GSM8k", "max", "end", "headline", needs="tasks", paper="GSM8k"),
     _m("lambada_openai/perplexity", "LAMBADA PPL", "min", "end", needs="tasks", paper="LAMBADA perplexity"),
-    _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", "summary", paper="F-Attn", fmt=".3f"),
+    _m("first_token_attn", "F-Attn", "min", "eval", "headline", "progress", "final", paper="F-Attn", fmt=".3f"),
     _m("first_token_attn_uniform", "F-Attn unif.", None, "eval", paper="uniform first-token attention"),
     _m(
         "first_token_share",
@@ -113,12 +117,12 @@ REGISTRY: tuple[Metric, ...] = (
         paper="attention on a sink slot (softmax1, learned sink, key bias)",
         fmt=".3f",
     ),
-    _m("sink_ratio", "sink", "min", "eval", "headline", "progress", "final", "summary", paper="Sink_0^0.3", fmt=".2f"),
-    _m("max_activation", "M-Act", "min", "eval", "headline", "final", "summary", paper="M-Act"),
+    _m("sink_ratio", "sink", "min", "eval", "headline", "progress", "final", paper="Sink_0^0.3", fmt=".2f"),
+    _m("max_activation", "M-Act", "min", "eval", "headline", "final", paper="M-Act"),
     _m("max_activation/peak", "M-Act peak", "min", "eval", paper="largest activation"),
     _m("max_activation/ratio", "M-Act ratio", "min", "eval", paper="largest over median activation"),
     _m("bbc/trigger_loss", "trig.loss", "min", "eval", "bigram", needs="bigram", paper="loss on trigger positions"),
-    _m("bbc/copy_acc", "copy", "max", "eval", "summary", needs="bigram", paper="copy accuracy"),
+    _m("bbc/copy_acc", "copy", "max", "eval", "bigram", needs="bigram", paper="copy accuracy"),
     _m("bbc/nontrigger_loss", "non-trig.loss", "min", "eval", needs="bigram"),
     _m("bbc/optimal_loss", "opt.loss", None, "eval", needs="bigram", paper="Bayes-optimal loss"),
     _m("bbc/trigger_share", "trig.share", None, "eval", needs="bigram"),
@@ -131,18 +135,17 @@ REGISTRY: tuple[Metric, ...] = (
         "headline",
         "progress",
         "final",
-        "summary",
         needs="gate",
         paper="gate score",
         fmt=".3f",
     ),
     _m("gate_frac_below_1e-2", "gate<1e-2", None, "eval", needs="gate"),
     _m("gate_frac_below_1e-3", "gate<1e-3", None, "eval", needs="gate"),
-    _m("loss_spikes", "spikes", "min", "end", "headline", "final", "summary", paper="loss spikes"),
+    _m("loss_spikes", "spikes", "min", "end", "headline", "final", paper="loss spikes"),
     _m("loss_spikes/sigma", "spikes (sigma)", "min", "end", paper="loss spikes by the sigma rule"),
     _m("loss_spikes/ema", "spikes (EMA)", "min", "end", paper="loss spikes by the EMA rule"),
     _m("grad_norm_spikes", "grad spikes", "min", "end", paper="gradient-norm spikes"),
-    _m("tokens_per_s", "tok/s", "max", "end", "headline", "final", "summary", paper="throughput"),
+    _m("tokens_per_s", "tok/s", "max", "end", "headline", "final", paper="throughput"),
     _m("train_time_s", "train s", None, "end"),
     _m("first_step_s", "first step s", None, "end"),
     _m("train_flops", "train FLOPs", None, "end", "final", paper="training compute (FLOPs, gate included)", fmt=".3g"),
@@ -225,6 +228,30 @@ def lookup(key: str) -> Metric | None:
         return _BY_NAME[layer.group(1)]
     fams = [f for f in REGISTRY if f.prefix and key.startswith(f.name) and len(key) > len(f.name)]
     return max(fams, key=lambda f: len(f.name)) if fams else None
+
+
+def default_columns(logged: Iterable[str]) -> list[str]:
+    """The default metric columns of a sweep's results, one set for the end-of-sweep table, the
+    report and `dashboards.results`: the `headline` metrics some run logged (registry order),
+    then, for Bigram-Backcopy runs (they log `bbc/*`), the `bigram` ones, then the members of the
+    headline families (`ruler_avg/<length>`) by family and length."""
+    present = set(logged)
+    keys = [k for k in names("headline") if k in present]
+    if present.intersection(names(when="eval", needs="bigram")):
+        keys += [k for k in names("bigram") if k in present and k not in keys]
+    families = prefixes("headline")
+    members = [k for k in present if k.startswith(families) and k not in families]
+    return keys + sorted(members, key=lambda k: _member_key(k, families))
+
+
+def _member_key(key: str, families: tuple[str, ...]) -> tuple[int, float, str]:
+    """Family members by family, then by length (numbers), then by name."""
+    family = next(i for i, f in enumerate(families) if key.startswith(f))
+    tail = key[len(families[family]) :]
+    try:
+        return family, float(tail), key
+    except ValueError:
+        return family, math.inf, key
 
 
 def progress_parts(values: dict[str, float]) -> list[str]:

@@ -163,3 +163,98 @@ def test_the_site_builds_strictly_and_offline(tmp_path, monkeypatch):
         assert not re.search(r"@import|url\((?:[\"']?)(?:https?:)?//", css.read_text(encoding="utf-8")), (
             f"{css.name} fetches a font or sheet"
         )
+
+
+# ---- what the docs say about the shipped sweeps ------------------------------------------------
+SWEEP_NAME = re.compile(r"\b([a-z0-9_]+)\.yaml\b|\b(quickstart)\b")
+NUMBER_OF = re.compile(r"\b(\d+) (trials|seeds)\b")
+MINUTES = re.compile(r"(?<![\d.])(\d+)(?:[–-](\d+))? min\b")
+"""Whole minutes (`18 min`, `10-18 min`); a figure with decimals (`53.1 min`) is a measurement
+table's, not a claim about the sweep."""
+
+
+def _claims(text: str):
+    """(sentence, the one shipped sweep it names) for each sentence naming exactly one."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    shipped = {p.name for p in (ROOT / "sweeps").glob("*.yaml")}
+    for sentence in re.split(r"(?<=[.;:!?])\s+|\n\s*\n|\n\|", text):
+        named = {(m.group(1) + ".yaml") if m.group(1) else "quickstart.yaml" for m in SWEEP_NAME.finditer(sentence)}
+        named &= shipped
+        if len(named) == 1:
+            yield " ".join(sentence.split()), named.pop()
+
+
+def test_what_the_docs_say_about_shipped_sweeps_is_what_they_are():
+    """Issue 35: sweep-files.md said the quickstart was "4 arms x 3 seeds, ~5 min" when it was 20
+    trials and 10-18 min. Every sentence of the README and the docs that names one shipped sweep and
+    states its trials, seeds or minutes must agree with its expansion and with the measured wall
+    times (docs/shipped_sweeps.py, the one place they are kept)."""
+    shipped = gen._shipped_module()
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    wrong = []
+    counted: dict[str, tuple[int, int]] = {}
+    for page in pages:
+        for sentence, sweep in _claims(page.read_text(encoding="utf-8")):
+            if sweep not in shipped.SHIPPED or "--grid" in sentence or "--set" in sentence:
+                continue  # not shipped, or the sweep changed on the command line
+            trials, seeds = counted.setdefault(sweep, shipped.counts(sweep))
+            for n, what in NUMBER_OF.findall(sentence):
+                if int(n) != {"trials": trials, "seeds": seeds}[what]:
+                    wrong.append(f"{page.name}: {sweep} has {trials} trials, {seeds} seeds, not {n} {what}: {sentence[:160]}")
+            measured = {int(x) for x in re.findall(r"\d+", shipped.SHIPPED[sweep][1])}
+            for low, high in MINUTES.findall(sentence):
+                stated = {int(low)} | ({int(high)} if high else set())
+                if not stated <= measured:
+                    wrong.append(
+                        f"{page.name}: {sweep} was measured at {shipped.SHIPPED[sweep][1]}, not {low}{'-' + high if high else ''} min: {sentence[:160]}"
+                    )
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("page", ["cluster.md", "reliability.md"])
+def test_recipes_come_first_and_the_evidence_under_its_own_heading(page):
+    """Issue 35: cluster.md and reliability.md read like test logs (test names, "3 of 6 runs",
+    seconds on busy cores) with the recipes buried. What to do comes first; the tests and what they
+    measured come after an `## Evidence` heading."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    heading = re.search(r"^## Evidence\b.*$", text, re.M)
+    assert heading, f"{page} has no `## Evidence` section"
+    recipes, evidence = text[: heading.start()], text[heading.start() :]
+    markers = re.compile(r"tests/|\btest_\w+|\bmeasured\b|\b\d+ of \d+ runs\b", re.I)
+    found = [line.strip()[:120] for line in recipes.splitlines() if markers.search(line)]
+    assert not found, f"{page}: evidence before its heading:\n" + "\n".join(found)
+    assert markers.search(evidence)
+    assert heading.start() > len(text) / 4 or page == "reliability.md"  # the recipes are not a stub
+
+
+def _screenshots():
+    spec = importlib.util.spec_from_file_location("docs_screenshots", ROOT / "docs" / "screenshots.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pictures_of_the_docs_are_current():
+    """docs/img/ holds pictures made by docs/screenshots.py (headless Chromium on `gatesweep ui` and
+    report.html, the quickstart's report plots); one whose drawing code changed since is stale."""
+    shots = _screenshots()
+    old = shots.stale()
+    assert not old, f"stale pictures {old}; refresh them with: {shots.REFRESH}"
+    for name in shots.SOURCES:
+        assert f"img/{name}" in "".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md")), name
+
+
+def test_a_stale_picture_is_found(tmp_path):
+    import json
+    import shutil
+
+    shots = _screenshots()
+    for name in [*shots.SOURCES, "screenshots.json"]:
+        shutil.copyfile(ROOT / "docs" / "img" / name, tmp_path / name)
+    assert shots.stale(tmp_path / "screenshots.json") == []
+    manifest = json.loads((tmp_path / "screenshots.json").read_text())
+    manifest["report-html.png"]["sources"]["dashboards/html.py"] = "0" * 64  # the report's code changed since
+    (tmp_path / "screenshots.json").write_text(json.dumps(manifest))
+    (tmp_path / "mlflow-runs-charts.png").write_bytes(b"not the picture")
+    assert shots.stale(tmp_path / "screenshots.json") == ["mlflow-runs-charts.png", "report-html.png"]

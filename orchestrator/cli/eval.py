@@ -49,7 +49,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _load(target: str, uri: str):
+def _load(target: str, uri: str | None):
     """The trial `target` names (`orchestrator.interop.locate`: a run id, a trial or import folder,
     a model.pt), its weights checked against its config and against the run it would log into."""
     from orchestrator.interop.locate import RUN_ID, locate
@@ -79,23 +79,20 @@ def _lengths(text: str) -> list[int]:
     return lengths
 
 
-def run(args) -> int:
-    import torch
+def _checked_flags(args) -> list[str]:
+    """The --tasks list, with --limit and --num-fewshot checked; UserError naming the flag (and
+    what a misspelt task is close to)."""
+    from gatedmodels.typedconfig import did_you_mean
 
-    from gatedmodels import GatedTransformer
-    from gatedmodels.typedconfig import ConfigError
-
-    from ..data import DataUnavailable, build_trial_data
-    from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
-    from ..evals.suite import run_benchmarks
-    from ..tracking import RunLogger
+    from ..evals.harness_data import allowed_text, task_names
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     known = set(task_names())
     bad = [t for t in tasks if t not in OWN and t not in known]
     if bad or not tasks:
         raise UserError(
-            f"--tasks: got {', '.join(map(repr, bad)) or repr(args.tasks)}; allowed: ruler, ppl, length, and harness tasks: {allowed_text()}"
+            f"--tasks: got {', '.join(repr(t) + did_you_mean(t, [*OWN, *known]) for t in bad) or repr(args.tasks)}; "
+            f"allowed: ruler, ppl, length, and harness tasks: {allowed_text()}"
         )
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit: got {args.limit}; allowed: >= 1")
@@ -103,10 +100,30 @@ def run(args) -> int:
         raise UserError(f"--limit: got {args.limit}; allowed: 1..{MAX_RULER_SAMPLES:,} with ruler (its samples per task and length)")
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 64:
         raise UserError(f"--num-fewshot: got {args.num_fewshot}; allowed: 0..64")
+    return tasks
+
+
+def run(args) -> int:
+    import torch
+
+    from gatedmodels import GatedTransformer
+    from gatedmodels.typedconfig import ConfigError
+
+    from ..data import DataUnavailable, build_trial_data
+    from ..evals.harness_data import base_task, data_problem
+    from ..evals.suite import run_benchmarks
+
+    tasks = _checked_flags(args)
     harness = [t for t in tasks if t not in OWN]
-    uri = tracking_uri(args.tracking_uri)
-    loaded = _load(args.target, uri)
-    cfg, run_id = loaded.trial, loaded.run_id
+    from orchestrator.interop.locate import RUN_ID
+
+    by_run_id = RUN_ID.fullmatch(args.target) is not None and not Path(args.target).exists()
+    from .trialstore import explicit_store
+
+    explicit = explicit_store(args.tracking_uri)
+    source_uri = (explicit or tracking_uri(None)) if by_run_id else None  # the run's store holds where its weights are
+    loaded = _load(args.target, source_uri)
+    cfg = loaded.trial
     if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
             f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "
@@ -159,9 +176,29 @@ def run(args) -> int:
         )
     ]
     print_table(shown)
-    if run_id and not args.no_log:
-        logger = RunLogger(uri, run_id)
-        logger.log_metrics(metrics, step=cfg.train.steps)
-        logger.flush(wait=60)
-        print(f"logged {len(metrics)} metrics into MLflow run {run_id}")
+    if loaded.run_id and not args.no_log:
+        _log(args, loaded, source_uri or explicit, metrics, cfg.train.steps)
     return 0
+
+
+def _log(args, loaded, given: str | None, metrics: dict, step: int) -> None:
+    """Log the results into the trial's run (its store: `trialstore.logging_store`), or say why not
+    and how to later (the results are cached, so evaluating again only logs)."""
+    from ..tracking import RunLogger, redact_uri
+    from .trialstore import log_step, logging_store, skip
+
+    uri, why = logging_store(given, loaded.path)
+    later = f"gatesweep eval {args.target} --tasks {args.tasks} --tracking-uri {redact_uri(uri) if uri else 'URI'} (the results are cached)"
+    what = f"{len(metrics)} metrics of MLflow run {loaded.run_id}"
+    if uri is None:
+        skip(what, why, later)
+        return
+
+    def log() -> str:
+        logger = RunLogger(uri, loaded.run_id, quiet=True)
+        logger.log_metrics(metrics, step=step)
+        if not logger.flush(wait=60):
+            raise RuntimeError("the store did not take the metrics within 60 s")
+        return f"logged {len(metrics)} metrics into MLflow run {loaded.run_id}"
+
+    log_step(what, log, later)

@@ -49,11 +49,18 @@ def _size(n: int) -> str:
 def run(args) -> int:
     from gatedmodels import build_meta
     from orchestrator.interop.export import export, log_export, parse_dtype
-    from orchestrator.interop.locate import locate
+    from orchestrator.interop.locate import RUN_ID, locate
 
-    uri = tracking_uri(args.tracking_uri)
+    from ..tracking import redact_uri
+    from .trialstore import log_step, logging_store, skip
+
     dtype = parse_dtype(args.dtype)
-    loaded = locate(args.source, uri)
+    by_run_id = RUN_ID.fullmatch(args.source) is not None and not Path(args.source).exists()
+    from .trialstore import explicit_store
+
+    explicit = explicit_store(args.tracking_uri)
+    source_uri = (explicit or tracking_uri(None)) if by_run_id else None  # the run's store holds where its weights are
+    loaded = locate(args.source, source_uri)
     if loaded.kind == "hf":
         raise UserError(f"{args.source}: already a Hugging Face folder (gatesweep import turns it into a gatesweep model)")
     done = export(
@@ -76,12 +83,20 @@ def run(args) -> int:
     rows.append(("read back", "every tensor as written"))
     for note in loaded.notes + done.notes:
         rows.append(("note", note))
-    if loaded.run_id and not args.no_log:
-        where = log_export(done, uri, loaded.run_id)
-        rows.append(("logged", f"{where}/ in MLflow run {loaded.run_id}"))
-    elif not loaded.run_id:
+    if not loaded.run_id:
         rows.append(("logged", "not logged: the source has no MLflow run (no run.json)"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"  {key.ljust(width)}  {value}")
+    if loaded.run_id and not args.no_log:
+        uri, why = logging_store(source_uri or explicit, loaded.path)
+        shown = redact_uri(uri) if uri else "URI"
+        later = f"gatesweep export {args.source} --out {args.out} --format {args.format} --force --tracking-uri {shown}"
+        what = f"the export (written to {done.out})"
+        if uri is None:
+            skip(what, why, later)
+        else:
+            log_step(
+                what, lambda: f"  {'logged'.ljust(width)}  {log_export(done, uri, loaded.run_id)}/ in MLflow run {loaded.run_id}", later
+            )
     return 0

@@ -21,6 +21,7 @@ import sys
 from gatedmodels.typedconfig import ConfigError
 
 from .. import __version__
+from ..tracking.failures import store_failure
 from . import data, export, import_, plan, probe, report, resume, run, schema, train, ui, validate
 from . import eval as eval_
 from .common import UserError
@@ -128,33 +129,6 @@ def _quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no real stdout (an embedding, a test's capture)
         pass
-
-
-#: (top-level module, class name, what failed) of the exceptions a tracking store raises: MLflow's
-#: own, its databases' and its HTTP client's. Matched on the class hierarchy, so nothing is
-#: imported here.
-STORE_ERRORS = (
-    ("mlflow", "MlflowException", "the tracking store failed"),
-    ("sqlalchemy", "SQLAlchemyError", "the tracking store failed"),
-    ("sqlite3", "Error", "the tracking store failed"),
-    ("requests", "RequestException", "a request to a server failed"),
-    ("urllib3", "HTTPError", "a request to a server failed"),
-)
-
-
-def store_failure(err: BaseException) -> str | None:
-    """One line for an error of the tracking store (the error or one it was raised from), else None."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        for cls in type(current).__mro__:
-            for module, name, what in STORE_ERRORS:
-                if cls.__module__.split(".")[0] == module and cls.__name__ == name:
-                    text = " ".join(str(current).split())
-                    return f"{what}: {type(current).__name__}: {text[:400] or 'no message'}"
-        current = current.__cause__ or current.__context__
-    return None
 
 
 if __name__ == "__main__":

@@ -4,14 +4,20 @@ training FLOPs (per token: 3 x the forward's 2 x matmul weights plus causal atte
 from the config by `gatedmodels.costs`; times the tokens). A sweep with a `ladder` also gets one
 row per rung: parameters (non-embedding and total), tokens, steps, learning rate, and the
 training FLOPs of each arm with what its variant adds over the rung's base model.
-With --measure, a time estimate from a few measured training steps of each distinct model."""
+With --measure, a time estimate that is a sum of named parts, each measured on this machine now
+(`orchestrator.cli.plan_time`): the driver's and Ray's start, each trial's start-up, training,
+evaluations, the trials' layout on the slots and the report at the end. An Optuna search counts
+its samples in the trials, the FLOPs and the time. A sweep that asks for GPUs this machine lacks
+says so in one line."""
 
 from __future__ import annotations
 
 import argparse
-import time
+from dataclasses import dataclass, field
 
 from .common import UserError, print_table
+from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
+from .sweepfile import add_override_options
 
 PEAK_TFLOPS = 989.0
 """Dense bf16 TFLOP/s of an H100 or H200 (REFERENCE §8)."""
@@ -22,6 +28,7 @@ MFU = 0.4
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show the trials a sweep would run (dry run)", description=__doc__)
     p.add_argument("file", help="sweep YAML")
+    add_override_options(p)
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")
     p.add_argument("--measure", action="store_true", help="time a few training steps per distinct model to estimate wall time")
     p.add_argument("--max-rows", type=int, default=200, help="trial rows to print (default 200)")
@@ -66,130 +73,188 @@ def finished_hashes(uri: str, experiment: str) -> set[str]:
         return set()
 
 
-def measure_step(cfg, *, threads: int = 1, budget_s: float = 1.0, min_steps: int = 5, max_steps: int = 30) -> list[float]:
-    """Seconds of each optimizer step of a plain torch loop on this trial's model and batch, with
-    the trial's thread count: steps after a warm-up one until `budget_s` is spent (at least
-    `min_steps`, at most `max_steps`), so a busy machine's spread shows."""
-    import torch
-    import torch.nn.functional as F
-
-    from gatedmodels import GatedTransformer
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, threads))
-    try:
-        torch.manual_seed(0)
-        model = GatedTransformer(cfg.model)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        x = torch.randint(0, cfg.model.vocab_size, (cfg.train.batch_size, cfg.data.seq_len + 1))
-        times: list[float] = []
-        start = time.perf_counter()
-        while len(times) < max_steps + 1 and (len(times) < min_steps + 1 or time.perf_counter() - start < budget_s):
-            t0 = time.perf_counter()
-            for _ in range(cfg.train.grad_accum):
-                loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
-                loss.backward()
-            opt.step()
-            opt.zero_grad()
-            times.append(time.perf_counter() - t0)
-        return times[1:]  # the first step allocates
-    finally:
-        torch.set_num_threads(before)
-
-
-def quantile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
-
-
-def load_note(cpus: int) -> str:
+def load_note(cpus: int, load: float | None = None) -> str:
     """What the machine's load average says about the measurement ("" on a quiet machine)."""
-    import os
-
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        return ""
+    load = machine_load() if load is None else load
     if load <= 0.75 * cpus:
         return ""
     return f"note: the machine is busy (load average {load:.1f} on {cpus} cores): step times, and the sweep's, move with the load"
 
 
+COST_FIELDS = ("train.steps", "train.batch_size", "train.grad_accum", "data.seq_len")
+"""Sampled fields that change a trial's FLOPs (besides any model field)."""
+
+
+def local_gpus() -> int:
+    """GPUs this machine shows (NVIDIA's driver, or torch when it is already imported), honouring CUDA_VISIBLE_DEVICES."""
+    import os
+    import sys
+    from pathlib import Path
+
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].cuda.device_count())
+    try:
+        found = len(list(Path("/proc/driver/nvidia/gpus").iterdir()))
+    except OSError:
+        found = 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        found = min(found, len([v for v in visible.split(",") if v.strip() and v.strip() != "-1"]))
+    return found
+
+
+def gpu_note(res) -> str:
+    """One line when the sweep asks for GPUs this machine does not have ("" otherwise)."""
+    need = res.gpus_per_worker * res.workers_per_trial
+    have = local_gpus()
+    if not res.gpus_per_worker or have >= need:
+        return ""
+    return (
+        f"note: this machine has {have} GPU{'s' if have != 1 else ''}; the sweep asks for {need:g} per trial "
+        f"(resources.gpus_per_worker {res.gpus_per_worker:g} x workers_per_trial {res.workers_per_trial}): run it on a "
+        "GPU cluster (--address); here no trial would start"
+    )
+
+
+@dataclass
+class Planned:
+    """What `run` works out before it prints: the table's rows and the times it measured."""
+
+    rows: list[dict] = field(default_factory=list)
+    flops: float = 0.0
+    measured: Measured | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Config hash -> a trial's estimated seconds (all its samples), for the ladder's rows."""
+    to_run: list[TrialTime] = field(default_factory=list)
+
+
 def run(args) -> int:
-    import json
+    import os
 
     from .run import resolve_uri
-    from .sweepfile import load_and_expand
+    from .sweepfile import load_and_expand, overrides_of
 
     if not (0 < args.gpu_tflops < 1e6):
         raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
     if not (0 < args.mfu <= 1):
         raise UserError(f"--mfu: got {args.mfu:g}; allowed: 0 < MFU <= 1")
-    spec, e = load_and_expand(args.file)
-    uri = resolve_uri(args, spec)
-    done = finished_hashes(uri, spec.tracking.experiment)
+    overrides = overrides_of(args)
+    spec, e = load_and_expand(args.file, overrides=overrides)
+    if overrides:
+        print(f"overrides: {overrides.describe()}")
+    done = finished_hashes(resolve_uri(args, spec), spec.tracking.experiment)
     res = spec.resources
-    rows, total_flops, total_s, low_s, high_s = [], 0.0, 0.0, 0.0, 0.0
-    step_time: dict[str, list[float]] = {}
-    seconds: dict[str, float] = {}
-    for t in e.trials:
-        costs = trial_costs(t.config)
-        flops = trial_flops(t.config, res.workers_per_trial)
-        total_flops += flops
-        row = {
-            "trial": t.name,
-            **{k: v for k, v in t.axes.items()},
-            "params": _count(costs.params),
-            "train FLOPs": f"{flops:.2e}",
-            "status": "finished" if t.config_hash in done else "to run",
-        }
-        if args.measure:
-            tr = t.config.train
-            mkey = json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
-            if mkey not in step_time:
-                step_time[mkey] = measure_step(t.config, threads=int(res.cpus_per_worker) or 1)
-            times = step_time[mkey]
-            est = seconds[t.config_hash] = quantile(times, 0.5) * tr.steps
-            if t.config_hash not in done:
-                total_s += est
-                low_s += quantile(times, 0.1) * tr.steps
-                high_s += quantile(times, 0.9) * tr.steps
-            row["est. time"] = _duration(est)
-        rows.append(row)
-    if spec.search.type == "optuna":
-        print(f"optuna search: {spec.search.num_samples} samples per arm over {', '.join(spec.search.space)}; the arms:")
-    print_table(rows[: args.max_rows])
-    if len(rows) > args.max_rows:
-        print(f"... {len(rows) - args.max_rows} more rows (--max-rows)")
-    if e.rungs:
-        print()
-        print_ladder(spec, e, seconds if args.measure else None)
-    n_done = sum(t.config_hash in done for t in e.trials)
-    print(
-        f"\n{spec.name}: {e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped -> {len(e.trials)} trials"
-        f" ({n_done} already finished in the store, {len(e.trials) - n_done} to run)"
-    )
-    print(f"training compute: {total_flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens)")
-    if res.gpus_per_worker:
-        hours = total_flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
-        print(f"on GPUs: {hours:,.0f} GPU-hours at {args.gpu_tflops:g} TFLOP/s per GPU and {args.mfu:.0%} MFU (--gpu-tflops, --mfu)")
-    from orchestrator.ray.cluster import oversubscription
-
-    warning = oversubscription(res)
-    if warning:
-        print(f"warning: {warning} (on this machine; a cluster given with --address is checked at launch)")
-    if args.measure:
-        cpus = len(__import__("os").sched_getaffinity(0))
-        conc = res.max_concurrent or max(1, int(cpus // (res.cpus_per_worker * res.workers_per_trial)))
-        steps = sum(len(v) for v in step_time.values())
+    samples = spec.search.num_samples if spec.search.type == "optuna" else 1
+    gpus = gpu_note(res)
+    measure_now = args.measure and not gpus
+    cores, load = len(os.sched_getaffinity(0)), machine_load()
+    slots = res.max_concurrent or max(1, int(cores // (res.cpus_per_worker * res.workers_per_trial)))
+    planned = plan_trials(spec, e, done, samples, measure_now=measure_now, cores=cores, load=load, slots=slots)
+    n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure_now)
+    if planned.measured is not None:
+        m = planned.measured
+        est = estimate(planned.to_run, slots=slots, measured=m, ladder=bool(e.rungs))
+        est.notes += benchmark_notes(e.trials)
+        for line in lines(est, _duration):
+            print(line)
+        steps = sum(len(v) for v in m.steps.values())
         print(
-            f"estimated wall time: {_duration(total_s / conc)} at {conc} trials at once ({_duration(low_s / conc)} to "
-            f"{_duration(high_s / conc)} over the spread of {steps} measured steps, 10th to 90th percentile; a plain torch "
-            "step on this machine, without the evaluations and the ~5-10 s fixed cost of each trial)"
+            f"measured here now: {steps} training steps of {len(m.steps)} distinct model(s), a start-up probe P = {m.probe:.1f} s "
+            f"(a fresh Python importing the trainer), {min(slots, n_left) or 1} trial(s) at once on {cores} cores"
         )
-        if note := load_note(cpus):
+        if note := load_note(cores, load):
             print(note)
     return 0
+
+
+def _model_key(t) -> str:
+    import json
+
+    tr = t.config.train
+    return json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
+
+
+def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cores: int, load: float, slots: int) -> Planned:
+    """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
+    `measure_now`, its time: the steps of each distinct model timed once."""
+    res, out = spec.resources, Planned()
+    threads = int(res.cpus_per_worker) or 1
+    if measure_now:
+        configs = {_model_key(t): t.config for t in e.trials}
+        out.measured = measure(configs, threads)
+    slow = contention(cores, load, min(slots, len(e.trials) * samples) * threads * res.workers_per_trial)
+    for t in e.trials:
+        flops = trial_flops(t.config, res.workers_per_trial) * samples
+        out.flops += flops
+        row = {
+            "trial": t.name,
+            **dict(t.axes.items()),
+            "params": _count(trial_costs(t.config).params),
+            "train FLOPs": f"{flops:.2e}" + (f" ({samples} x)" if samples > 1 else ""),
+            "status": "finished" if t.config_hash in done else "to run",
+        }
+        if out.measured is not None:
+            one = trial_time(t.config, out.measured.steps[_model_key(t)], slow=slow)
+            out.seconds[t.config_hash] = one.total() * samples
+            if t.config_hash not in done:
+                out.to_run += [one] * samples
+            row["est. time"] = _duration(one.total())
+        out.rows.append(row)
+    return out
+
+
+def print_plan(args, spec, e, planned: Planned, done: set[str], samples: int, gpus: str, measure: bool) -> int:
+    """The table, the ladder's rows, the counts, the compute and the notes; returns the trials to run."""
+    from orchestrator.ray.cluster import oversubscription
+
+    search, res = samples > 1 or spec.search.type == "optuna", spec.resources
+    if search:
+        print(
+            f"optuna search: {samples} samples per arm over {', '.join(spec.search.space)}; the arms (each row: one arm, all its samples):"
+        )
+    print_table(planned.rows[: args.max_rows])
+    if len(planned.rows) > args.max_rows:
+        print(f"... {len(planned.rows) - args.max_rows} more rows (--max-rows)")
+    if e.rungs:
+        print()
+        print_ladder(spec, e, planned.seconds if measure else None)
+    n_done = sum(t.config_hash in done for t in e.trials)
+    n_all, n_left = len(e.trials) * samples, (len(e.trials) - n_done) * samples
+    arms = f" x {samples} samples each = {n_all} trials" if search else ""
+    print(
+        f"\n{spec.name}: {e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped -> {len(e.trials)} "
+        f"{'arms' if search else 'trials'}{arms} ({n_done * samples} already finished in the store, {n_left} to run)"
+    )
+    sampled_cost = [p for p in spec.search.space if p in COST_FIELDS or p.startswith("model.")] if search else []
+    at = f"; at the base values of {', '.join(sampled_cost)}, which the search samples" if sampled_cost else ""
+    print(f"training compute: {planned.flops:.3e} FLOPs (per token 3 x (2 x matmul weights + causal attention), x tokens{at})")
+    if spec.scheduler is not None and spec.scheduler.type == "asha":
+        print("(ASHA stops trials early: the trials' compute and time are at most these)")
+    if res.gpus_per_worker:
+        hours = planned.flops / (args.gpu_tflops * 1e12 * args.mfu) / 3600
+        print(f"on GPUs: {hours:,.0f} GPU-hours at {args.gpu_tflops:g} TFLOP/s per GPU and {args.mfu:.0%} MFU (--gpu-tflops, --mfu)")
+    if gpus:
+        print(gpus + ("; --measure times nothing on this machine" if args.measure else ""))
+    warning = oversubscription(res)
+    if warning and not gpus:
+        print(f"warning: {warning} (on this machine; a cluster given with --address is checked at launch)")
+    return n_left
+
+
+def benchmark_notes(trials) -> list[str]:
+    """The final benchmarks the trials run, which the estimate does not time."""
+    found = set()
+    for t in trials:
+        ev = t.config.eval
+        if ev.tasks.names:
+            found.add("eval.tasks (lm-evaluation-harness)")
+        if ev.ruler.enabled:
+            found.add("eval.ruler")
+        if ev.ppl_sets:
+            found.add("eval.ppl_sets")
+        if ev.length.lengths:
+            found.add("eval.length")
+    return [f"the final benchmarks ({', '.join(sorted(found))})"] if found else []
 
 
 def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:

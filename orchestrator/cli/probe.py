@@ -98,8 +98,11 @@ def run(args) -> int:
     if args.sink_tokens < 1:
         raise UserError(f"--sink-tokens: got {args.sink_tokens}; allowed: >= 1")
     dtype = parse_dtype(args.dtype)
-    uri = tracking_uri(args.tracking_uri) if args.log or _looks_like_run_id(args.model) else None
-    loaded = locate(args.model, uri)
+    from .trialstore import explicit_store
+
+    explicit = explicit_store(args.tracking_uri)
+    source_uri = (explicit or tracking_uri(None)) if _looks_like_run_id(args.model) else None  # where its weights are
+    loaded = locate(args.model, source_uri)
     cfg = loaded.model_cfg
     if cfg.position_encoding == "learned" and args.seq_len > cfg.max_seq_len:
         raise UserError(f"--seq-len: got {args.seq_len}; the model's learned positions allow at most {cfg.max_seq_len}")
@@ -121,10 +124,31 @@ def run(args) -> int:
     for line in report.warnings:
         print(f"gatesweep: warning: {line}", file=sys.stderr)
     print(f"wrote {', '.join(str(p) for p in files)}")
-    if args.log and uri:
-        run_id = _log(loaded, args, report, files, uri)
-        print(f"logged into MLflow run {run_id} (experiment {args.experiment})")
+    if args.log:
+        _log_step(loaded, args, report, files, source_uri or explicit)
     return 0
+
+
+def _log_step(loaded, args, report, files, given: str | None) -> None:
+    """--log: a new run in the store given with --tracking-uri (created if need be, as `train`
+    does: the flag asks for it), else in the trial's own store (`trialstore.logging_store`), or one
+    warning saying why not and how to later."""
+    from ..tracking import redact_uri
+    from .trialstore import log_step, logging_store, skip
+
+    if given:
+        uri, why = given, ""
+    else:
+        uri, why = logging_store(None, loaded.path if loaded.kind == "trial" else None)
+    later = f"gatesweep probe {args.model} --log --tracking-uri {redact_uri(uri) if uri else 'URI'} (with the same options)"
+    if uri is None:
+        skip(f"the probe (written to {files[0].parent})", why, later)
+        return
+    log_step(
+        f"the probe (written to {files[0].parent})",
+        lambda: f"logged into MLflow run {_log(loaded, args, report, files, uri)} (experiment {args.experiment})",
+        later,
+    )
 
 
 def _check_memory(cfg, args, device) -> None:
@@ -196,5 +220,5 @@ def _log(loaded, args, report, files, uri: str) -> str:
             logger.log_artifact(path)
         logger.finish()
     except Exception as err:  # MLflow's own errors: the probe's files stand
-        raise UserError(f"--log: the probe is written but could not be logged to {uri} ({type(err).__name__}: {str(err)[:160]})") from None
+        raise RuntimeError(f"{type(err).__name__}: {' '.join(str(err).split())[:160]}") from err
     return logger.run_id

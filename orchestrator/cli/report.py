@@ -64,7 +64,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("name", nargs="?", help="sweep name (its newest launch); optional with --parent")
     p.add_argument("--format", choices=list(FORMATS), default="table", help="what to print on stdout (default: table)")
-    p.add_argument("--out", help="folder for report.md/.html/.csv/.tex and the plots (default: reports/NAME)")
+    p.add_argument(
+        "--out",
+        help="folder for report.md/.html/.csv/.tex and the plots (default: the sweep's own report folder, runs/sweeps/NAME/report, "
+        "where the end of the sweep wrote it, when the sweep ran from here; else reports/NAME)",
+    )
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     p.add_argument("--experiment", help="look for the sweep in this experiment only (default: every experiment)")
     p.add_argument("--parent", metavar="RUN_ID", help="report this launch (parent run id) instead of the newest")
@@ -120,6 +124,20 @@ def _flops(text: str) -> float:
     return value
 
 
+def default_out(name: str | None):
+    """The sweep's own report folder, `runs/sweeps/NAME/report/` (where the end of a sweep writes
+    it), when the sweep ran from this folder with the default runs folder; else None
+    (`build_report`'s default, `reports/NAME/`). One place for a sweep's report."""
+    from pathlib import Path
+
+    from orchestrator.spec.sweep import NAME_RE
+
+    if not name or not NAME_RE.fullmatch(name):
+        return None
+    own = Path("runs") / "sweeps" / name
+    return own / "report" if (own / "state.json").is_file() else None
+
+
 def run(args) -> int:
     from dashboards.report import build_report
     from dashboards.store import StoreError
@@ -148,7 +166,7 @@ def run(args) -> int:
         report = build_report(
             uri,
             args.name,
-            out_dir=args.out,
+            out_dir=args.out or default_out(args.name),
             parent_id=args.parent,
             experiment=args.experiment,
             metrics=metrics,

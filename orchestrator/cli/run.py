@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from .common import UserError, tracking_uri, writable_dir
+from .sweepfile import add_override_options
 
 CONFIRM_ABOVE = 500
 
@@ -22,6 +23,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "run", help="launch a sweep on Ray (local or --address)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("file", help="sweep YAML")
+    add_override_options(p)
     add_launch_options(p)
     p.add_argument("--smoke", action="store_true", help="run every trial for a few steps (sweep NAME-smoke)")
     p.add_argument("--rerun", action="store_true", help="run trials even if their config already finished in the store")
@@ -127,6 +129,7 @@ def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
     from dashboards.publish import publish
     from orchestrator import signals
 
+    print(f"building the report of sweep {name} (statistics, plots, report.html; Ctrl-C leaves the results in the store)…", flush=True)
     try:
         with signals.as_interrupt():
             done = publish(uri, name, outcome.parent_run_id, out_dir)
@@ -160,9 +163,13 @@ def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -
 
 
 def run(args) -> int:
-    from .sweepfile import load_and_expand
+    import tempfile
+    from pathlib import Path
 
-    spec, expansion = load_and_expand(args.file, smoke=args.smoke)
+    from .sweepfile import effective_file, load_and_expand, overrides_of
+
+    overrides = overrides_of(args)
+    spec, expansion = load_and_expand(args.file, smoke=args.smoke, overrides=overrides)
     n = len(expansion.trials)
     if n > CONFIRM_ABOVE and not args.yes:
         if not sys.stdin.isatty():
@@ -171,7 +178,11 @@ def run(args) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("not launched")
             return 2
-    return launch(spec, expansion, args.file, args, resume=False, rerun=args.rerun)
+    if overrides:
+        print(f"overrides: {overrides.describe()} (kept with the sweep: resume and report see the same sweep)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="gatesweep-overrides-") as folder:
+        source = effective_file(args.file, overrides, Path(folder))  # the file as changed: what the launch keeps
+        return launch(spec, expansion, source, args, resume=False, rerun=args.rerun)
 
 
 def print_outcome(outcome, file=None) -> None:

@@ -16,30 +16,82 @@ from gatedmodels.typedconfig import ConfigError
 from .common import UserError
 
 
-def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Path | None = None):
-    """(spec, expansion) of a sweep file, or UserError listing every problem with the file name.
-    Relative paths in it are relative to `base_dir`, by default `relative_to(path)`."""
+def add_override_options(p) -> None:
+    """`--set KEY=VALUE` and `--grid KEY=V1,V2` (`orchestrator.spec.overrides`)."""
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one value of the file (repeatable): a base field (train.steps=200), a gridded key pinned to one value "
+        "(train.seed=0), or a sweep field (name=mine, resources.max_concurrent=1)",
+    )
+    p.add_argument(
+        "--grid",
+        dest="grids",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="make KEY an axis with these values, replacing the file's (repeatable), e.g. --grid model.gate.position=none,G1",
+    )
+
+
+def overrides_of(args):
+    """The command line's `--set` / `--grid` overrides (empty for a command without them);
+    UserError for one that is not KEY=VALUE or names nothing a sweep file has."""
+    from orchestrator.spec.overrides import Overrides, parse_overrides
+
+    sets, grids = getattr(args, "sets", None) or [], getattr(args, "grids", None) or []
+    if not sets and not grids:
+        return Overrides()
+    try:
+        return parse_overrides(sets, grids)
+    except ConfigError as err:
+        raise UserError(err.render()) from None
+
+
+def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Path | None = None, overrides=None):
+    """(spec, expansion) of a sweep file with the command line's `overrides`, or UserError listing
+    every problem with the file name. Relative paths in it are relative to `base_dir`, by default
+    `relative_to(path)`."""
     from orchestrator.spec.expand import expand
     from orchestrator.spec.paths import distinct_problems, environment_problems
     from orchestrator.spec.sweep import apply_smoke, load_sweep
 
+    where = f"{path} with {overrides.describe()}" if overrides else str(path)
     try:
-        spec = load_sweep(path, base_dir=base_dir if base_dir is not None else relative_to(Path(path)))
+        spec = load_sweep(path, base_dir=base_dir if base_dir is not None else relative_to(Path(path)), overrides=overrides)
     except ConfigError as err:
         raise UserError(err.render()) from None
     if smoke:
         spec = apply_smoke(spec)
     try:
-        expansion = expand(spec, source=path)
+        expansion = expand(spec, source=where)
     except ConfigError as err:
-        raise UserError(err.with_source(str(path)).render()) from None
+        raise UserError(err.with_source(where).render()) from None
     if not expansion.trials:
-        raise UserError(f"{path}: the sweep has no trials left ({expansion.cells} cells, {expansion.excluded} excluded)")
+        raise UserError(f"{where}: the sweep has no trials left ({expansion.cells} cells, {expansion.excluded} excluded)")
     issues = distinct_problems([t.config for t in expansion.trials], environment_problems)
     if issues:
-        raise UserError(ConfigError(issues, str(path)).render())
-    check_tracking_uri(spec.tracking.uri, path)
+        raise UserError(ConfigError(issues, where).render())
+    check_tracking_uri(spec.tracking.uri, where)
     return spec, expansion
+
+
+def effective_file(path: str | Path, overrides, folder: Path) -> Path:
+    """The sweep file a launch keeps and logs: `path` itself without overrides; with them, the
+    changed file written into `folder` under the same name (`orchestrator.spec.overrides.effective_text`)."""
+    from orchestrator.spec.files import read_text
+    from orchestrator.spec.overrides import effective_text
+    from orchestrator.spec.sweep import sweep_data
+
+    if not overrides:
+        return Path(path)
+    data = sweep_data(path, base_dir=relative_to(Path(path)), overrides=overrides)
+    out = folder / Path(path).name
+    out.write_text(effective_text(read_text(path, what="sweep file"), data, overrides, str(path)), encoding="utf-8")
+    return out
 
 
 def check_tracking_uri(uri: str | None, path: str | Path) -> None:

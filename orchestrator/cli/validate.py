@@ -12,30 +12,36 @@ import argparse
 import sys
 
 from .common import UserError, load_yaml
+from .sweepfile import add_override_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check sweep or trial files without launching anything", description=__doc__)
     p.add_argument("files", nargs="+", help="sweep files (or trial config files)")
+    add_override_options(p)
     return p
 
 
 def run(args) -> int:
-    from .sweepfile import is_sweep_file, load_and_expand
+    from .sweepfile import is_sweep_file, load_and_expand, overrides_of
     from .train import load_trial_config
 
+    overrides = overrides_of(args)
     bad = 0
     for path in args.files:
         try:
             data = load_yaml(path)
             if is_sweep_file(data):
-                spec, e = load_and_expand(path)
+                spec, e = load_and_expand(path, overrides=overrides)
+                shown = f"{path} with {overrides.describe()}" if overrides else path
                 print(
-                    f"{path}: valid sweep {spec.name!r}: {len(e.trials)} trials "
+                    f"{shown}: valid sweep {spec.name!r}: {len(e.trials)} trials "
                     f"({e.cells} cells, {e.excluded} excluded, {e.duplicates} duplicates dropped)"
                 )
+            elif overrides.grids:
+                raise UserError(f"{path}: a trial config takes no --grid (it is one trial); --set works")
             else:
-                cfg = load_trial_config(path, [])
+                cfg = load_trial_config(path, [t.split(" ", 1)[1] for t in overrides.texts])
                 print(f"{path}: valid trial config (hash {cfg.config_hash()})")
         except UserError as err:
             print(f"gatesweep: error: {err}", file=sys.stderr)

@@ -167,7 +167,5 @@ def log_export(exported: Exported, uri: str, run_id: str) -> str:
             logger.log_artifact(path, where)
         logger.set_tags(tags)
     except Exception as err:  # MLflow's own errors (a deleted run, a read-only store): the export itself stands
-        raise InteropError(
-            f"run {run_id}: the export is written to {exported.out} but could not be logged ({type(err).__name__}: {str(err)[:160]})"
-        ) from None
+        raise RuntimeError(f"run {run_id}: {type(err).__name__}: {' '.join(str(err).split())[:160]}") from err
     return where

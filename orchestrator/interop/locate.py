@@ -124,9 +124,12 @@ def locate(target: str, uri: str | None = None) -> Loaded:
 
 
 def _run_weights(run_id: str, uri: str | None) -> Path:
-    from orchestrator.tracking import client, names, resolve_tracking_uri
+    from orchestrator.tracking import client, names, resolve_tracking_uri, sqlite_path
 
     uri = uri or resolve_tracking_uri(None)
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():  # MLflow would create an empty store and then not find the run
+        raise InteropError(f"run {run_id}: no store at {db}; pass --tracking-uri (or set MLFLOW_TRACKING_URI) to the run's store")
     try:
         run = client(uri).get_run(run_id)
     except Exception as err:  # MLflow raises its own exception types for a missing run

@@ -1,10 +1,11 @@
-"""The end-of-sweep table: one row per trial with the registry's `summary` metrics, as the
-launcher prints it and logs it as `summary.md` on the sweep's parent run.
+"""The end-of-sweep table: one row per trial with the registry's default columns
+(`orchestrator.metrics.default_columns`, the same as `gatesweep report`'s and
+`dashboards.results`'), as the launcher prints it and logs it as `summary.md` on the sweep's
+parent run.
 
 Input rows are plain dicts, `{"name", "status", "reason", "metrics"}` (extra keys are ignored,
-so `dataclasses.asdict` of the launcher's rows will do). Columns: `trial`, `status`, then every
-summary metric in registry order; a metric only some trials report (a gate score, a
-Bigram-Backcopy accuracy) gets a column only when some trial logged it. Numbers print with four
+so `dataclasses.asdict` of the launcher's rows will do). Columns: `trial`, `status`, then the
+default metrics some trial logged, in registry order. Numbers print with four
 significant digits, a missing value as "-".
 """
 
@@ -18,13 +19,12 @@ from orchestrator.printable import markdown_cell
 
 
 def summary_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The summary metrics that get a column for these rows."""
-    logged = {k for r in rows for k in (r.get("metrics") or {})}
-    return [m.name for m in registry.select("summary") if not m.needs or m.name in logged]
+    """The metrics that get a column for these rows: the default columns of what they logged."""
+    return registry.default_columns(k for r in rows for k in (r.get("metrics") or {}))
 
 
 def summary_rows(rows: list[Mapping[str, Any]]) -> list[dict]:
-    """One dict per trial: `trial`, `status`, then a value (or None) per summary column."""
+    """One dict per trial: `trial`, `status`, then a value (or None) per metric column."""
     cols = summary_columns(rows)
     out = []
     for r in rows:

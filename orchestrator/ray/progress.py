@@ -296,13 +296,41 @@ class PlainDisplay(Display):
         self.write(board.status())
 
 
+BAR_WIDTH = 24
+"""Characters of the bar itself (it shrinks to 10 on a narrow terminal)."""
+
+
+def fit_line(status: str, entries: list[str], room: int) -> str:
+    """`status | a 500/1500, b 0/1500` in at most `room` characters: the running trials' entries
+    whole, as many as fit, then `+k more`; never a name cut in the middle."""
+    if len(status) >= room:
+        return status[: max(0, room - 1)] + "…" if room > 0 else ""
+    shown: list[str] = []
+    for i, entry in enumerate(entries):
+        rest = len(entries) - i - 1
+        more = f", +{rest} more" if rest else ""
+        line = f"{status} | {', '.join([*shown, entry])}{more}"
+        if len(line) > room:
+            hidden = len(entries) - len(shown)
+            tail = f"+{hidden} running" if not shown else f"+{hidden} more"
+            candidate = f"{status} | {', '.join(shown)}{', ' if shown else ''}{tail}"
+            return candidate if len(candidate) <= room else status
+        shown.append(entry)
+    return f"{status} | {', '.join(shown)}" if shown else status
+
+
 class BarDisplay(Display):
     """A tqdm bar at the bottom of a terminal (done and failed trials of the total, the rest of
-    the status and the running trials' steps after it), event lines printed above it."""
+    the status and the running trials' steps after it), event lines printed above it. The bar's
+    line fits the terminal's width (`columns`, asked at every refresh): the running trials are
+    listed whole, as many as fit (`fit_line`)."""
 
-    def __init__(self, file: TextIO | None = None, refresh_s: float = 1.0):
+    def __init__(self, file: TextIO | None = None, refresh_s: float = 1.0, columns: Callable[[], int] | None = None):
+        import shutil
+
         self.file = file or sys.stdout
         self.refresh_s = refresh_s
+        self.columns = columns or (lambda: shutil.get_terminal_size((100, 24)).columns)
         self.bar: Any = None
         self.last = 0.0
 
@@ -312,18 +340,23 @@ class BarDisplay(Display):
         self.bar = tqdm(
             total=board.total,
             file=self.file,
-            dynamic_ncols=True,
+            ncols=self.columns(),
             leave=True,
             unit="trial",
-            bar_format="{n_fmt}/{total_fmt} done |{bar:24}| {desc}",
+            bar_format=f"{{n_fmt}}/{{total_fmt}} done |{{bar:{BAR_WIDTH}}}| {{desc}}",
         )
         self._update(board)
 
     def _update(self, board: SweepProgress) -> None:
         self.bar.n = board.done + board.failed
+        width = max(20, self.columns())
+        self.bar.ncols = width
+        narrow = width < 80
+        self.bar.bar_format = f"{{n_fmt}}/{{total_fmt}} done |{{bar:{10 if narrow else BAR_WIDTH}}}| {{desc}}"
+        fixed = len(f"{board.total}/{board.total} done |") + (10 if narrow else BAR_WIDTH) + 2
         text = board.status()[1:-1].split(" · ", 1)[-1]  # the count is the bar's own
-        steps = board.steps_text()
-        self.bar.set_description_str(text + (f" | {steps}" if steps else ""), refresh=False)
+        entries = [e for e in board.steps_text().split(", ") if e]
+        self.bar.set_description_str(fit_line(text, entries, width - fixed - 1), refresh=False)
         self.bar.refresh()
         self.last = board.clock()
 

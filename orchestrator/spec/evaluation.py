@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gatedmodels.typedconfig import Config, Issue, Limits, show
+from gatedmodels.typedconfig import Config, Issue, Limits, did_you_mean, show
 from orchestrator.core.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
 
@@ -55,13 +55,13 @@ class TasksConfig(Config):
         seen: set[str] = set()
         for i, name in enumerate(self.names):
             if name not in known:
-                out.append(Issue(f"names[{i}]", f"got {show(name)}; allowed: {allowed_text()}"))
+                out.append(Issue(f"names[{i}]", f"got {show(name)}{did_you_mean(name, task_names())}; allowed: {allowed_text()}"))
             elif name in seen:
                 out.append(Issue(f"names[{i}]", f"got {show(name)} twice"))
             seen.add(name)
         for key, folder in self.paths.items():
             if key not in DATASETS:
-                out.append(Issue(f"paths.{key}", f"unknown dataset; allowed: {', '.join(DATASETS)}"))
+                out.append(Issue(f"paths.{key}", f"unknown dataset{did_you_mean(key, list(DATASETS))}; allowed: {', '.join(DATASETS)}"))
             else:
                 problem = checked_path(folder, lambda p: None if Path(p).is_dir() else f"got {show(p)}: not a folder")
                 if problem:
@@ -102,7 +102,9 @@ class RulerConfig(Config):
         out = []
         for i, task in enumerate(self.tasks):
             if task not in RULER_TASKS:
-                out.append(Issue(f"tasks[{i}]", f"got {show(task)}; allowed: {', '.join(RULER_TASKS)}"))
+                out.append(
+                    Issue(f"tasks[{i}]", f"got {show(task)}{did_you_mean(task, list(RULER_TASKS))}; allowed: {', '.join(RULER_TASKS)}")
+                )
         if self.base <= 1:
             out.append(Issue("base", f"got {self.base}; allowed: > 1"))
         return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gatedmodels.typedconfig import show
+from gatedmodels.typedconfig import did_you_mean, show
 from orchestrator import metrics
 from orchestrator.spec.trial import TrialConfig
 
@@ -27,8 +27,9 @@ def metric_problem(metric: str) -> str | None:
     """Why `metric` is not a metric trials report, or None (whether each trial reports it: `_reports`)."""
     if metric in REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + SLOT_METRICS + FINAL_METRICS or metric.startswith(FINAL_PREFIXES):
         return None
+    known = [*REPORTED_METRICS, *GATE_METRICS, *BIGRAM_METRICS, *SLOT_METRICS, *FINAL_METRICS]
     return (
-        f"got {show(metric)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + SLOT_METRICS)}; or, reported "
+        f"got {show(metric)}{did_you_mean(metric, known)}; allowed: {', '.join(REPORTED_METRICS + GATE_METRICS + BIGRAM_METRICS + SLOT_METRICS)}; or, reported "
         f"only when a trial ends: {', '.join(FINAL_METRICS)}, {', '.join(p + '...' for p in FINAL_PREFIXES)}"
     )
 

@@ -29,6 +29,7 @@ from orchestrator.ladder.plan import axis_problems, plan_rungs, rung_names
 from orchestrator.ladder.runs import RUNG_AXIS
 from orchestrator.spec.data import DataConfig
 from orchestrator.spec.evaluation import EvalConfig
+from orchestrator.spec.overrides import Overrides
 from orchestrator.spec.paths import resolve_paths, resolve_value, touches_paths
 from orchestrator.spec.search import ResourcesConfig, SchedulerConfig, SearchConfig, _distribution_problems, numeric_bounds
 from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
@@ -82,38 +83,35 @@ class SweepSpec(Config):
         """Every problem of the file in one round: the base's, the axes' (paths, lengths,
         exclusions), each grid and zip value's in the cells that have it (beyond the base's own
         problems), and each value an Optuna space can sample."""
-        out = []
-        base_issues: list[str] = []
+        out: list[Issue] = []
         if not NAME_RE.fullmatch(self.name):
             out.append(Issue("name", f"got {show(self.name)}; allowed: 1-100 letters, digits, '.', '_', '-'"))
-        if "tracking" in self.base:
-            out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
-        else:
-            try:
-                TrialConfig.from_dict(self.base)
-            except ConfigError as err:  # reported now, with the file's other problems
-                shown = [i for i in err.issues if not _axis_overrides(i.path, self)]
-                out += [i.prefixed("base") for i in shown]
-                base_issues = [str(i) for i in shown]
+        base_issues = self._base_problems(out)
         axes: dict[str, str] = {}
+        unusable: set[str] = set()  # axes (grid paths, `zip[i]` groups) left out of the cells' check
         for path, values in self.grid.items():
-            out += [i.prefixed(f"grid.{path}") for i in _path_problems(path)]
+            found = [i.prefixed(f"grid.{path}") for i in _path_problems(path)]
             if not values:
-                out.append(Issue(f"grid.{path}", "is empty; give at least one value"))
+                found.append(Issue(f"grid.{path}", "is empty; give at least one value"))
+            out += found
+            unusable |= {f"grid.{path}"} if found else set()
             axes[path] = f"grid.{path}"
         for g, group in enumerate(self.zip):
             lengths = {len(v) for v in group.values()}
+            found = []
             if not group:
-                out.append(Issue(f"zip[{g}]", "is empty"))
+                found.append(Issue(f"zip[{g}]", "is empty"))
             elif len(lengths) != 1:
-                out.append(Issue(f"zip[{g}]", f"lists of a zip group must have one length; got {sorted(lengths)}"))
+                found.append(Issue(f"zip[{g}]", f"lists of a zip group must have one length; got {sorted(lengths)}"))
             elif 0 in lengths:
-                out.append(Issue(f"zip[{g}]", "is empty; give at least one value"))
+                found.append(Issue(f"zip[{g}]", "is empty; give at least one value"))
             for path in group:
-                out += [i.prefixed(f"zip[{g}].{path}") for i in _path_problems(path)]
+                found += [i.prefixed(f"zip[{g}].{path}") for i in _path_problems(path)]
                 if path in axes:
-                    out.append(Issue(f"zip[{g}].{path}", f"is already an axis ({axes[path]})"))
+                    found.append(Issue(f"zip[{g}].{path}", f"is already an axis ({axes[path]})"))
                 axes[path] = f"zip[{g}]"
+            out += found
+            unusable |= {f"zip[{g}]"} if found else set()
         if self.ladder is not None:
             out += axis_problems([(p, w) for p, w in axes.items()] + [(p, f"search.space.{p}") for p in self.search.space])
             axes[RUNG_AXIS] = "ladder.rungs"
@@ -141,17 +139,49 @@ class SweepSpec(Config):
                 out.append(Issue(f"search.space.{path}", f"is also a grid/zip axis ({axes[path]}); search it or grid it, not both"))
         if self.search.type == "grid" and self.search.space:
             out.append(Issue("search.space", "is only used by search type 'optuna'"))
-        out += _overlapping_axes({**axes, **{p: f"search.space.{p}" for p in self.search.space}})
+        overlapping = _overlapping_axes({**axes, **{p: f"search.space.{p}" for p in self.search.space}})
+        out += overlapping
+        unusable |= {i.path for i in overlapping}
         out += _exclude_value_problems(self)
         cells = math.prod(len(v) for v in self.grid.values()) * math.prod(len(next(iter(g.values()), [])) for g in self.zip)
         cells *= len(self.ladder.rungs) if self.ladder is not None else 1
         if cells > MAX_CELLS:
             out.append(Issue("grid", f"expands to {cells:,} cells; allowed: at most {MAX_CELLS:,} (split the sweep into several files)"))
-        if cells <= MAX_CELLS and not any(i.path.startswith(("grid", "zip")) for i in out):
+        else:
             from orchestrator.spec.expand import cell_problems  # expand builds on this module
 
-            out += cell_problems(self, known=base_issues)
+            # every value of the usable axes is checked even when another axis is broken (all problems at once)
+            out += cell_problems(self._without(unusable), known=base_issues)
         out += _space_problems(self)  # it skips the dimensions reported above
+        return out
+
+    def _base_problems(self, out: list[Issue]) -> list[str]:
+        """The base's own problems (appended to `out`, prefixed), except those at a path an axis sets;
+        their texts, so that the cells' check does not report them again."""
+        if "tracking" in self.base:
+            out.append(Issue("base.tracking", "set tracking at the top level of a sweep file, not in base"))
+            return []
+        try:
+            TrialConfig.from_dict(self.base)
+        except ConfigError as err:  # reported now, with the file's other problems
+            shown = [i for i in err.issues if not _axis_overrides(i.path, self)]
+            out += [i.prefixed("base") for i in shown]
+            return [str(i) for i in shown]
+        return []
+
+    def _without(self, unusable: set[str]) -> SweepSpec:
+        """This spec without the axes named in `unusable` (`grid.PATH`, `zip[i]`) and the
+        exclusions that name them, unvalidated: what the cells' check can still expand."""
+        if not unusable:
+            return self
+        grid = {p: v for p, v in self.grid.items() if f"grid.{p}" not in unusable}
+        zipped = [g for i, g in enumerate(self.zip) if f"zip[{i}]" not in unusable]
+        kept = set(grid) | {p for g in zipped for p in g}
+        dropped = (set(self.grid) | {p for g in self.zip for p in g}) - kept
+        exclude = [e for e in self.exclude if not set(e) & dropped]
+        out = copy.copy(self)  # no __post_init__: the original's problems are being reported
+        for name, value in (("grid", grid), ("zip", zipped), ("exclude", exclude)):
+            object.__setattr__(out, name, value)
         return out
 
     def _ladder_problems(self) -> list[Issue]:
@@ -306,17 +336,32 @@ def resolve_sweep_paths(data: dict, folder: str | Path) -> dict:
     return data
 
 
-def load_sweep(path: str | Path, *, base_dir: str | Path | None = None) -> SweepSpec:
-    """Load and strictly validate a sweep file (expansion is separate: `expand`); its local
-    paths are made absolute against `base_dir`, by default the file's folder."""
+def sweep_data(path: str | Path, *, base_dir: str | Path | None = None, overrides: Overrides | None = None) -> dict:
+    """A sweep file's raw dict as a launch uses it: its local paths absolute against `base_dir`
+    (by default the file's folder) and the command line's overrides applied (their paths against
+    the working directory); ConfigError naming the file for an override that cannot apply."""
     from orchestrator.spec.files import load_yaml
 
     folder = Path(base_dir) if base_dir is not None else Path(path).expanduser().absolute().parent
     data = resolve_sweep_paths(load_yaml(path), folder)
+    if overrides:
+        try:
+            data = overrides.apply(data, Path.cwd())
+        except ConfigError as err:
+            raise err.with_source(str(path)) from None
+    return data
+
+
+def load_sweep(path: str | Path, *, base_dir: str | Path | None = None, overrides: Overrides | None = None) -> SweepSpec:
+    """Load and strictly validate a sweep file (expansion is separate: `expand`); its local
+    paths are made absolute against `base_dir`, by default the file's folder, and `overrides`
+    (`--set`, `--grid`) applied first, so they are validated as the file is."""
+    data = sweep_data(path, base_dir=base_dir, overrides=overrides)
     try:
         return SweepSpec.from_dict(data)
     except ConfigError as err:
-        raise err.with_source(str(path)) from None
+        where = f"{path} with {overrides.describe()}" if overrides else str(path)
+        raise err.with_source(where) from None
 
 
 def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:

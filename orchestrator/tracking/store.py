@@ -58,11 +58,12 @@ def scheme_of(uri: str) -> str:
     return uri.split("://", 1)[0].split("+", 1)[0].lower()
 
 
-def resolve_tracking_uri(explicit: str | None = None, *, cwd: Path | None = None) -> str:
-    """An absolute tracking URI; raise ConfigError for one that MLflow cannot use."""
+def resolve_tracking_uri(explicit: str | None = None, *, cwd: Path | None = None, name: str = "--tracking-uri") -> str:
+    """An absolute tracking URI; raise ConfigError for one that MLflow cannot use (naming `name`,
+    the flag or argument `explicit` came from, when it is the one at fault)."""
     cwd = cwd or Path.cwd()
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or sqlite_uri(cwd / "mlflow.db")
-    where = "--tracking-uri" if explicit else ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "tracking uri")
+    where = name if explicit else ("MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "tracking uri")
     if "://" not in uri:
         local = (cwd / Path(uri).expanduser()).resolve()
         uri = sqlite_uri(local) if local.suffix == ".db" else local.as_uri()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from dashboards import tables
+from dashboards import html, tables
 from dashboards.metrics import axis_text, decimals, fmt
 from dashboards.seedstats import describe
 from dashboards.stats import compare
@@ -196,9 +196,14 @@ def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
     assert "train.lr=0.01" in comp.baseline_text
     md = tables.markdown(comp)
     assert "Δ against the baseline (no gate, softmax attention, train.lr=0.01" in md
-    for bad, says in (({"train.seed": "0"}, "not an axis this sweep varies"), ({"train.lr": "0.1"}, "takes 0.003, 0.01, 1.0")):
+    for bad, says in (
+        ({"train.seed": "0"}, "train.seed is not an axis this sweep varies; the axes and their values: model.gate: none, G1-elementwise; "),
+        ({"train.lr": "0.1"}, "no configuration has it; the axes and their values: .*train.lr: 0.003, 0.01, 1$"),
+        ({"model.ffn_dim": "395"}, "model.ffn_dim is not an axis this sweep varies; the axes and their values: model.gate: none"),
+    ):
         with pytest.raises(ValueError, match=says):
             compare(sweep_of(design()), baseline=bad)
+    assert compare(sweep_of(design()), baseline={"train.lr": "1.0e-2"}).baseline_text.endswith("train.lr=1.0e-2")  # numbers by value
 
     kinds = []
     for i, (kind, seed) in enumerate((k, s) for k in ("softmax", "softpick", "sigmoid") for s in (0, 1)):
@@ -208,6 +213,35 @@ def test_a_chosen_baseline_value_and_attention_kinds_get_deltas():
     comp = compare(sweep_of(kinds, axes="model.attention.kind,train.seed"))
     assert [r.axes["model.attention.kind"] for r in comp.rows] == ["softmax", "sigmoid", "softpick"], "the baseline's kind first"
     assert comp.rows[0].is_baseline and all(r.baseline is comp.rows[0] for r in comp.rows[1:])
+
+
+def test_the_baseline_takes_the_sweep_files_key_of_the_gate_axis():
+    """One spelling of an axis (issue 33): the file grids `model.gate.position`, the runs record the
+    composed `model.gate`; `--baseline model.gate.position=G1` selects the G1 level, and a value
+    no run has, or a field that selects several levels, is refused listing both spellings."""
+    runs = []
+    for i, (gate, pos, gran) in enumerate(
+        (("none", "none", None), ("G1-elementwise", "G1", "elementwise"), ("G1-headwise", "G1", "headwise"))
+    ):
+        for seed in (0, 1):
+            params = {"model.gate.position": pos, "train.seed": str(seed), **({"model.gate.granularity": gran} if gran else {})}
+            r = run(10 * i + seed + 1, gate, "0.01", seed, metrics={"val_ppl": 10.0 + i + seed / 10}, params=params)
+            runs.append(r)
+    sweep = sweep_of(runs, axes="model.gate,train.seed")
+    sweep.sweep_file = {"grid": {"model.gate.position": ["none", "G1"], "model.gate.granularity": ["elementwise", "headwise"]}}
+    plain = compare(sweep)
+    assert [r.is_baseline for r in plain.rows] == [True, False, False]
+    comp = compare(sweep, baseline={"model.gate.position": "none"})
+    assert [r.is_baseline for r in comp.rows] == [True, False, False] and comp.rows[1].deltas
+    comp = compare(sweep, baseline={"model.gate.position": "G1", "model.gate.granularity": "headwise"})
+    assert [r.axes["model.gate"] for r in comp.rows if r.is_baseline] == ["G1-headwise"]
+    with pytest.raises(ValueError, match=r"2 configurations of model.gate have it \(G1-elementwise, G1-headwise\); name one"):
+        compare(sweep, baseline={"model.gate.position": "G1"})
+    with pytest.raises(
+        ValueError,
+        match=r"model.gate: none, G1-elementwise, G1-headwise \(model.gate.position: none, G1; model.gate.granularity: elementwise, headwise\)",
+    ):
+        compare(sweep, baseline={"model.gate.position": "G7"})
 
 
 def test_an_attention_kind_s_own_settings_are_part_of_the_variant():
@@ -235,3 +269,34 @@ def test_an_attention_kind_s_own_settings_are_part_of_the_variant():
         assert row.baseline.axes["data.source"] == row.axes["data.source"]
         assert "val_ppl" in row.deltas
     assert sum(r.is_baseline for r in comp.rows) == 2 and sum(r.baseline is not None for r in comp.rows) == 4
+
+
+def test_a_one_seed_report_says_in_one_sentence_that_there_are_no_tests():
+    """Issue 35: one seed per configuration gives no test; the report says so once, with the
+    seeds the tests need, instead of "Holm-adjusted over the 0 tests", "α/0" and tables of dashes."""
+    runs = [
+        run(i, gate, "0.01", 0, metrics={"val_ppl": 10.0 + i, "first_token_attn": 0.7 if gate == "none" else 0.05})
+        for i, gate in enumerate(("none", "G1-elementwise", "G1-headwise"), 1)
+    ]
+    comp = compare(sweep_of(runs, axes="model.gate"))
+    assert comp.n_tests == 0
+    sentence = "No tests: one seed per configuration, and a paired t-test needs at least 2 seeds of both configurations"
+    for name, text in (("terminal", tables.terminal(comp)), ("markdown", tables.markdown(comp)), ("html", html.render(comp))):
+        text = " ".join(text.split())  # the terminal wraps its lines
+        assert sentence in text and "--grid train.seed=0,1,2" in text, name
+        for wrong in ("over the 0 tests", "α/0", "Seeds needed", "seeds for 80% power", "p=–", "p –"):
+            assert wrong not in text, (name, wrong)
+        assert "No intervals" in text, name
+    assert "-0.650" in tables.terminal(comp)  # the single differences are still shown
+
+
+def test_every_terminal_table_that_abbreviates_has_a_legend_under_it():
+    comp = compare(sweep_of(design()))
+    lines = tables.terminal(comp, width=400).splitlines()
+    legend = "Columns: gate = model.gate; lr = train.lr; PPL = val_ppl; F-Attn = first_token_attn; gate-score = gate_score_mean (gate score); tok/s = tokens_per_s (throughput)."
+    assert legend in lines
+    headers = [i for i, line in enumerate(lines) if "F-Attn" in line and not line.startswith("Columns:")]
+    assert len(headers) >= 4  # configurations, Δ, seeds needed, main effect of train.lr
+    for i in headers:
+        block = lines[i : lines.index("", i) if "" in lines[i:] else len(lines)]
+        assert any(line.startswith("Columns:") and "F-Attn = first_token_attn" in line for line in block), lines[i]

@@ -286,7 +286,7 @@ FILES: dict[str, tuple] = {
     ),
     "task_unknown_subject": (
         TEXT + "eval: {tasks: {names: [mmlu_astrology]}}\n",
-        "eval.tasks.names[0]: got 'mmlu_astrology'; allowed: hellaswag",
+        "eval.tasks.names[0]: got 'mmlu_astrology' (did you mean 'mmlu_astronomy'?); allowed: hellaswag",
     ),
     "task_missing_data_folder": (TEXT + "eval: {tasks: {names: [piqa], data: harness-data}}\n", "eval.tasks.data: got"),
     "task_data_is_a_file": (TEXT + "eval: {tasks: {names: [piqa], data: aux/list.json}}\n", "not a folder"),

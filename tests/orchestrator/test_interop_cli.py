@@ -337,6 +337,46 @@ def test_probe_refusals(trained, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_commands_on_a_trial_find_its_store_from_its_record_and_never_create_one(trained, tmp_path, capsys, monkeypatch):
+    """Issue 35: `export`/`eval`/`probe` on a trial folder log into the store its run.json names
+    (no --tracking-uri), and when they cannot log (a record from before it named its store, and no
+    store here) they warn once with the command that logs later, exit 0, and create no store."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)  # no mlflow.db here: the default store does not exist
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    record = json.loads((trained["run_dir"] / "run.json").read_text())
+    assert record["tracking_uri"] == trained["uri"]
+    code, out, err = cli(capsys, "export", trained["run_dir"], "--out", tmp_path / "hf", "--format", "gatesweep")
+    assert code == 0 and f"export/gatesweep/ in MLflow run {trained['run_id']}" in out and "warning" not in err, err
+    code, out, err = cli(capsys, "eval", trained["run_dir"], "--tasks", "ppl", "--ppl-sets", trained["corpus"])
+    assert code == 0 and f"into MLflow run {trained['run_id']}" in out, err
+    assert "ppl/corpus" in MlflowClient(trained["uri"]).get_run(trained["run_id"]).data.metrics
+    # a trial folder whose record names no store: nothing to log into here, so a warning and exit 0
+    old = tmp_path / "old-trial"
+    old.mkdir()
+    shutil.copy(trained["run_dir"] / "model.pt", old / "model.pt")
+    (old / "run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "tracking_uri"}))
+    runs = [
+        ("export", old, "--out", tmp_path / "hf2"),
+        ("eval", old, "--tasks", "ppl", "--ppl-sets", trained["corpus"]),
+        ("probe", old, "--data", trained["corpus"], "--sequences", 2, "--seq-len", 32, "--out", tmp_path / "p", "--log"),
+    ]
+    for argv in runs:
+        code, out, err = cli(capsys, *argv)
+        warnings = [line for line in err.splitlines() if line.startswith("gatesweep: warning:")]
+        assert code == 0 and len(warnings) == 1, (argv[0], err)
+        assert f"no store at {tmp_path / 'mlflow.db'}" in warnings[0] and "to log it later: gatesweep " + argv[0] in warnings[0]
+        assert "--tracking-uri URI" in warnings[0] and "Traceback" not in err
+    assert (tmp_path / "hf2" / "config.json").is_file() and (tmp_path / "p" / "probe.json").is_file()
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # no store from nowhere
+    # a run id with no store here: refused before anything is written, nothing created
+    code, _, err = cli(capsys, "export", trained["run_id"], "--out", tmp_path / "hf3")
+    one_line_error(code, err, f"no store at {tmp_path / 'mlflow.db'}", "--tracking-uri")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "hf3").exists()
+
+
+@pytest.mark.slow
 def test_the_entry_point_exits_2_without_a_traceback(tmp_path):
     folder = config_folder(tmp_path / "llama", {**QWEN3, "model_type": "llama"})
     out = subprocess.run(

@@ -133,8 +133,36 @@ def test_report_and_summary_columns_come_from_the_registry():
         m = registry.lookup(c.key)
         assert c.better == m.better and (c.label == m.label or c.key != m.name), c
     logged = [{"metrics": {k: 1.0 for k in every}}]
-    assert summary_columns(logged) == list(registry.names("summary"))
-    assert summary_columns([{"metrics": {}}]) == [m.name for m in registry.select("summary") if not m.needs]
+    assert summary_columns(logged) == [c.key for c in chosen]
+    assert summary_columns([{"metrics": {}}]) == []
+
+
+@pytest.mark.parametrize(
+    "logged",
+    [
+        # a Bigram-Backcopy sweep (the quickstart's metrics), a text sweep with RULER, a failed sweep
+        ["val_loss", "val_ppl", "val_bpb", "first_token_attn", "sink_ratio", "max_activation", "gate_score_mean", "loss_spikes"]
+        + ["tokens_per_s", "bbc/trigger_loss", "bbc/copy_acc", "value_norm_bos_ratio", "train/loss", "train_flops"],
+        ["val_loss", "val_ppl", "val_bpb", "first_token_attn", "mmlu/acc", "ruler_avg/8192", "ruler_avg/4096", "tokens_per_s"],
+        [],
+    ],
+)
+def test_the_end_table_the_report_and_results_show_one_default_metric_set(logged):
+    """One default set for the three tables a sweep's results are read in (issue 35): the
+    end-of-sweep table, `gatesweep report` and `dashboards.results`."""
+    from dashboards import metrics as columns
+    from dashboards.records import RunRecord
+    from dashboards.results import metric_columns
+    from orchestrator.launch.summary import summary_columns
+
+    run = RunRecord("r", "t", "FINISHED", "finished", "", {}, {k: 1.0 for k in logged}, {}, 0, 1, "0")
+    end_table = summary_columns([{"metrics": run.metrics}])
+    report = [c.key for c in columns.choose(run.metrics)]
+    assert end_table == report == metric_columns([run], None) == registry.default_columns(logged)
+    if "bbc/copy_acc" in logged:
+        assert end_table[-4:] == ["val_loss", "bbc/trigger_loss", "bbc/copy_acc", "value_norm_bos_ratio"]
+    if "ruler_avg/4096" in logged:
+        assert end_table[-2:] == ["ruler_avg/4096", "ruler_avg/8192"]
 
 
 # ---- every key any code path logs is a registry name -------------------------------------------

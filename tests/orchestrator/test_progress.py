@@ -202,7 +202,7 @@ def test_library_log_lines_go_to_the_sweep_folder_not_the_console(tmp_path, caps
         lib.removeHandler(mine)
 
 
-def test_plan_measure_gives_its_spread_and_says_when_the_machine_is_busy(tmp_path, monkeypatch, capsys):
+def test_plan_measure_gives_its_parts_and_spread_and_says_when_the_machine_is_busy(tmp_path, monkeypatch, capsys):
     import os
 
     import yaml
@@ -212,20 +212,57 @@ def test_plan_measure_gives_its_spread_and_says_when_the_machine_is_busy(tmp_pat
 
     doc = {
         "name": "m",
-        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32}, "train": {"steps": 300, "batch_size": 8}},
+        "base": {"model": {"size": "bigram-1l"}, "data": {"seq_len": 32}, "train": {"steps": 300, "batch_size": 8, "eval_every": 100}},
         "grid": {"train.seed": [0, 1]},
         "tracking": {"experiment": "m"},
     }
     f = tmp_path / "m.yaml"
     f.write_text(yaml.safe_dump(doc))
     monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    from orchestrator.cli.plan_time import Measured
+
+    real = plan.measure
+    monkeypatch.setattr(plan, "measure", lambda configs, threads: Measured(4.0, real(configs, threads).steps))
     assert main(["plan", str(f), "--measure", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}"]) == 0
     out = capsys.readouterr().out
-    line = next(ln for ln in out.splitlines() if ln.startswith("estimated wall time: "))
-    steps = int(line.split(" over the spread of ")[1].split()[0])
-    assert steps >= 5 and "10th to 90th percentile" in line, line  # one distinct model: measured once, many steps
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("estimated wall time: "))
+    assert "10th to 90th percentile), the sum of:" in lines[head]
+    parts = [ln.split()[0] for ln in lines[head + 1 : head + 7]]
+    assert parts == ["start", "trial", "training", "evaluations", "waiting", "report"], lines[head : head + 8]
+    assert "start-up probe P = 4.0 s" in out and ("2 trial(s) at once" in out or "1 trial(s) at once" in out)
     cpus = len(os.sched_getaffinity(0))
     assert f"note: the machine is busy (load average 9.0 on {cpus} cores)" in out
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert plan.load_note(cpus) == ""
     assert not (tmp_path / "none.db").exists()  # a dry run creates no store
+
+
+@pytest.mark.parametrize("columns", [100, 72, 140])
+def test_the_bar_fits_the_terminal_and_lists_running_trials_whole(columns):
+    """Issue 35: on a 100-column terminal the bar cut the running trials mid-name."""
+    out = io.StringIO()
+    clock = Clock()
+    names = ["G1-elementwise-lr=0.003-s0", "G2-elementwise-lr=0.003-s1", "none-lr=0.01-s2"]
+    plan = [Work(n, 1500, 1, key=f"h{i}") for i, n in enumerate(names)] + [Work(f"p{i}", 1500, 1, key=f"p{i}") for i in range(20)]
+    b = SweepProgress(plan, concurrency=3, display=BarDisplay(out, refresh_s=1.0, columns=lambda: columns), clock=clock)
+    for i, w in enumerate(plan[:3]):
+        b.start(f"t{i}", w)
+    clock.t += 30
+    for i in range(3):
+        b.report(f"t{i}", 500)
+    b.tick()
+    b.close()
+    frames = [f.strip("\n") for f in out.getvalue().replace("\r", "\n").split("\n") if "done |" in f]
+    assert frames
+    for frame in frames:
+        assert len(frame.rstrip()) <= columns, (len(frame), frame)
+        import re
+
+        desc = re.match(r"^\d+/\d+ done \|.{10}(?:.{14})?\| (.*)$", frame.rstrip())
+        listed = desc.group(1).split(" | ", 1)[1] if desc and " | " in desc.group(1) else ""
+        for part in listed.split(", "):
+            part = part.strip()
+            if part and "running" not in part and "more" not in part:
+                assert any(part == f"{n} 500/1500" or part == f"{n} 0/1500" for n in names), (part, frame)
+    assert any("+" in f and ("more" in f or "running" in f) for f in frames) or columns >= 140

@@ -41,21 +41,23 @@ def rows() -> list[dict]:
     ]
 
 
-def test_rows_have_the_registry_summary_columns():
+def test_rows_have_the_registry_default_columns():
     table = summary_rows(rows())
-    cols = [m.name for m in registry.select("summary")]  # every optional one was logged by some trial
+    logged = {k for r in rows() for k in r["metrics"]}
+    cols = registry.default_columns(logged)  # the report's and dashboards.results' defaults too
     assert list(table[0]) == ["trial", "status", *cols]
     assert table[2]["val_loss"] is None and table[1]["gate_score_mean"] == 0.134
-    plain = summary_rows([{"name": "a", "status": "finished", "metrics": {"val_loss": 1.0}}])
+    plain = summary_rows([{"name": "a", "status": "finished", "metrics": {"val_ppl": 1.0}}])
     assert "gate_score_mean" not in plain[0] and "bbc/copy_acc" not in plain[0] and "val_ppl" in plain[0]
 
 
 def test_markdown_table_and_notes():
     text = summary_markdown("quick", rows())
     lines = text.splitlines()
-    assert lines[0] == "# sweep quick" and lines[2].startswith("| trial | status | val_loss |")
-    assert lines[3] == "|" + "---|" * (2 + len(registry.names("summary")))
-    assert "| none-s0 | finished | 1.798 | 6 | 0.75 |" in text and "1.235e+04" in text
+    cols = registry.default_columns({k for r in rows() for k in r["metrics"]})
+    assert lines[0] == "# sweep quick" and lines[2].startswith("| trial | status | val_ppl | first_token_attn |")
+    assert lines[3] == "|" + "---|" * (2 + len(cols))
+    assert "| none-s0 | finished | 6 | 0.75 |" in text and "1.235e+04" in text
     assert "| none-lr1e10 | failed | - |" in text
     assert lines[-2:] == ["## notes", "- none-lr1e10: loss is nan at step 3 (micro-batch 0); training diverged"]
     assert summary_markdown("empty", []) == "# empty\n\nno trials\n"

@@ -80,7 +80,13 @@ class MLflowLogging(Callback):
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             self.logger.set_tags(tags)
         self.logger.client.update_run(self.run_id, status="RUNNING")
-        record = {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
+        # the store too (credentials redacted), so that commands on the trial's folder log where its run is
+        record = {
+            "run_id": self.run_id,
+            "config_hash": cfg.config_hash(),
+            "experiment": ctx.experiment,
+            "tracking_uri": redact_uri(ctx.tracking_uri),
+        }
         storage.write_json(ctx.run_dir / "run.json", record)
         if ctx.remote_dir is not None:  # the runs folder is on an object store: run.json there too
             remote = ctx.remote_dir.child("run.json")
