@@ -209,6 +209,11 @@ are bounded by it). Unbounded activations are drawn to 2; scores beyond fall int
 and `frac_above_1` says how many exceed 1."""
 
 
+def gate_range(activation: str) -> float:
+    """The upper end of the gate-score histogram for `activation` (see GATE_RANGE)."""
+    return GATE_RANGE.get(activation, 1.0)
+
+
 def gate_histogram(gates: list[torch.Tensor], bins: int = 50, lo: float = 0.0, hi: float = 1.0) -> list[list[int]]:
     """Per-layer histogram counts of gate values over [lo, hi] (values outside are clamped)."""
     return [torch.histc(g.float().clamp(lo, hi), bins=bins, min=lo, max=hi).long().tolist() for g in gates]
