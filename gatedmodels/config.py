@@ -354,31 +354,19 @@ class ModelConfig(Config):
 
     def _mla_problems(self) -> list[Issue]:
         """What multi-head latent attention needs of the rest of the model."""
-        a, out = self.attention, []
-        for name in ("mla_q_rank", "mla_kv_rank"):
-            if getattr(a, name) > self.d_model:
-                out.append(
-                    Issue(
-                        f"attention.{name}",
-                        f"got {getattr(a, name)}: a latent wider than d_model ({self.d_model}) compresses nothing; allowed: <= {self.d_model}",
-                    )
-                )
+        a, D, H, mla = self.attention, self.d_model, self.n_heads, "allowed with attention.kind 'mla'"
+        wide = [n for n in ("mla_q_rank", "mla_kv_rank") if getattr(a, n) > D]
+        out = [
+            Issue(f"attention.{n}", f"got {getattr(a, n)}: a latent wider than d_model compresses nothing; allowed: <= {D}") for n in wide
+        ]
         if self.position_encoding == "rope" and (a.mla_rope_dim < 2 or a.mla_rope_dim % 2):
             out.append(Issue("attention.mla_rope_dim", f"got {a.mla_rope_dim}; the decoupled RoPE key needs an even width >= 2"))
-        if self.n_kv_heads != self.n_heads:
+        if self.n_kv_heads != H:
             out.append(
-                Issue(
-                    "n_kv_heads",
-                    f"got {self.n_kv_heads}; MLA expands its latent into a key and a value per query head; allowed with attention.kind 'mla': n_heads ({self.n_heads})",
-                )
+                Issue("n_kv_heads", f"got {self.n_kv_heads}; MLA expands its latent into a key and value per query head; {mla}: {H}")
             )
         if self.qk_norm:
-            out.append(
-                Issue(
-                    "qk_norm",
-                    "got true; MLA normalises its query and key-value latents instead (DeepSeek-V3 has no QK-norm); allowed with attention.kind 'mla': false",
-                )
-            )
+            out.append(Issue("qk_norm", f"got true; MLA normalises its query and key-value latents instead (as DeepSeek-V3); {mla}: false"))
         return out
 
     @classmethod

@@ -31,11 +31,11 @@ class EvalResult:
     """The head shown in each map."""
     gate_hist: list[list[int]] | None = None
     """Per-layer histogram counts of gate values, 50 bins over [0, gate_high]."""
-    gate_high: float = 1.0
-    """The histogram's upper end: 1, or 2 for the unbounded activations (`gatedmodels.probes.GATE_RANGE`)."""
     first_token_per_layer: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Probe tensors that held NaN or inf (their metrics are NaN)."""
+    gate_high: float = 1.0
+    """The histogram's upper end: 1, or 2 for the unbounded activations (`gatedmodels.probes.GATE_RANGE`)."""
 
 
 class Perplexity(NamedTuple):
@@ -101,7 +101,7 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
             maps.append(a[0, head].cpu())
             heads.append(head)
         fta_layers = [metrics[f"{FIRST_TOKEN_ATTN}/layer_{i}"] for i in range(len(probe.attn))]
-        return EvalResult(metrics, maps, heads, hist, fta_layers, probed.warnings, high)
+        return EvalResult(metrics, maps, heads, hist, fta_layers, probed.warnings, gate_high=high)
     finally:
         model.train(was_training)
 

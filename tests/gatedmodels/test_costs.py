@@ -129,7 +129,10 @@ def test_the_gates_projection_costs_the_same_whatever_its_activation(activation)
     per_layer = {"sigmoid": 4, "softplus": 4, "2sigmoid": 5}[activation] * cfg.n_heads + cfg.n_heads * cfg.head_dim
     assert costs.gate_pointwise_flops == cfg.n_layers * per_layer
     assert costs.gate_pointwise_flops < 0.001 * costs.forward_flops(T)  # why forward_flops leaves it out
-    assert model_costs(cfg).gate_pointwise_flops == 0 and model_costs(_cfg("small", {"position": "G1", "kind": "silu"})).gate_pointwise_flops == 0
+    assert (
+        model_costs(cfg).gate_pointwise_flops == 0
+        and model_costs(_cfg("small", {"position": "G1", "kind": "silu"})).gate_pointwise_flops == 0
+    )
 
 
 def test_counting_needs_no_torch():

@@ -235,7 +235,7 @@ def test_every_gate_composes_with_mla(gate):
 @pytest.mark.parametrize(
     "over,field,why",
     [
-        ({"mla_kv_rank": 33}, "attention.mla_kv_rank", "wider than d_model (32)"),
+        ({"mla_kv_rank": 33}, "attention.mla_kv_rank", "wider than d_model compresses nothing; allowed: <= 32"),
         ({"mla_q_rank": 64}, "attention.mla_q_rank", "allowed: <= 32"),
         ({"mla_kv_rank": 0}, "mla_kv_rank", "allowed: >= 1"),
         ({"mla_rope_dim": 3}, "attention.mla_rope_dim", "even width"),
