@@ -292,3 +292,20 @@ def test_mla_flops_match_torchs_flop_counter(q_rank):
     with torch.no_grad():
         layer(torch.randn(1, 4, D), rec)
     assert rec.attn is not None and rec.gate is not None and rec.values.shape == (1, 4, H, d)
+
+
+def test_rope_override_swaps_the_decoupled_rope_only_and_restores_it():
+    from gatedmodels import RopeConfig
+    from gatedmodels.model import rope_override
+
+    torch.manual_seed(6)
+    model = GatedTransformer(mla_cfg(gate={"position": "G1"})).eval()
+    x = torch.randint(0, 61, (1, 20))
+    with torch.no_grad():
+        before = model(x)
+        with rope_override(model, RopeConfig(base=50.0)) as m:
+            assert all(b.attn.rotary.inv_freq.numel() == R // 2 for b in m.blocks)  # the RoPE key's width, not head_dim
+            during = model(x)
+        after = model(x)
+    assert float((during - before).abs().max()) > 1e-3
+    assert torch.equal(after, before)

@@ -252,5 +252,7 @@ def test_an_unbounded_gate_is_read_to_2_and_its_share_above_1_is_logged():
     result = evaluate(net, data, [seqs], cfg)
     assert result.gate_high == 2.0 and result.warnings == []
     assert 0.1 < result.metrics["gate_frac_above_1"] < 0.9 and 0.0 < result.metrics["gate_frac_below_0.1"] < 0.9
+    for i in range(net.cfg.n_layers):  # per layer, at every evaluation: what the report's heat maps are drawn from
+        assert math.isfinite(result.metrics[f"gate_score_mean/layer_{i}"]) and math.isfinite(result.metrics[f"first_token_attn/layer_{i}"])
     hist = probes_artifact(result)["gate_histogram"]
     assert hist["range"] == [0.0, 2.0] and sum(map(sum, hist["counts"])) == sum(g.numel() for g in net.probe(seqs[:, :-1])[1].gates)
