@@ -25,6 +25,8 @@ from .records import RunRecord
 HEATMAP_FILE = "layer_heatmaps.png"
 METRICS = (("first_token_attn", "first-token attention"), ("gate_score_mean", "gate score mean"))
 """(metric prefix, panel title): one column of panels each."""
+MAX_ROWS = 16
+"""Configurations drawn (one small row each; the report picks them as for its other plots)."""
 MAX_SEEDS = 3
 """Seeds averaged per arm (each costs one history request per layer and metric)."""
 MAX_LAYERS = 48
