@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +117,9 @@ def draw(heats: Sequence[Heat], path: Path, title: str = "per-layer statistics",
             vals = [v for row in grid for v in row if math.isfinite(v)]
             if vals and p != "first_token_attn":
                 top[p] = max(top[p], max(vals))
-    fig, axs = plt.subplots(len(heats), len(cols), figsize=(3.6 * len(cols) + 0.8, 1.1 + 1.3 * len(heats)), squeeze=False)
+    height = 1.8 + 1.5 * len(heats)
+    fig, axs = plt.subplots(len(heats), len(cols), figsize=(3.6 * len(cols) + 0.8, height), squeeze=False, gridspec_kw={"hspace": 0.85})
+    fig.subplots_adjust(top=1 - 1.4 / height, bottom=0.5 / height)  # margins in inches, not a share of a tall figure
     images: dict[int, object] = {}
     for r, h in enumerate(heats):
         for c, p in enumerate(cols):
@@ -139,26 +142,34 @@ def draw(heats: Sequence[Heat], path: Path, title: str = "per-layer statistics",
                         if math.isfinite(v):
                             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5, color="white" if v < 0.6 * top[p] else "black")
                 images[c] = im
-            if r == 0:
-                ax.set_title(titles[p], fontsize=9)
             if c == 0:
-                ax.set_ylabel(f"{h.label}\nlayer", fontsize=7)
+                ax.set_title("\n".join(textwrap.wrap(h.label, 70)), loc="left", fontsize=7)
+                ax.set_ylabel("layer", fontsize=7)
+            elif r == 0:
+                ax.set_title(titles[p], fontsize=9)
             if r == len(heats) - 1:
                 ax.set_xlabel(xlabel, fontsize=7)
     for c, im in images.items():  # one scale per metric, beside its column
         fig.colorbar(im, ax=axs[:, c].tolist(), fraction=0.05, pad=0.03)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(f"{title}\ncolumns: {', '.join(titles[p] for p in cols)}", fontsize=10)
     fig.savefig(path, dpi=plots.DPI, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
-def section(cl, comp: Comparison, out: Path, rows: Sequence[Row], labels: Mapping[int, str], note: str = "") -> list[tuple[Path, str]]:
+def short_label(comp: Comparison, row: Row) -> str:
+    """A row's name without the axes zipped with another (`G1-elementwise, kind=mla,
+    source=shakespeare` rather than every zipped setting too)."""
+    folded = {q for qs in comp.together.values() for q in qs}
+    return row.label([a for a in comp.axes if a not in folded])
+
+
+def section(cl, comp: Comparison, out: Path, rows: Sequence[Row], note: str = "") -> list[tuple[Path, str]]:
     """The report's heat maps: one row per drawn configuration (up to MAX_SEEDS seeds averaged)."""
     heats = []
     for row in rows:
         runs = list(row.counted.values())[:MAX_SEEDS]
-        heat = arm_heat(cl, labels[id(row)], runs)
+        heat = arm_heat(cl, short_label(comp, row), runs)
         if heat is not None:
             heats.append(heat)
     if not heats:

@@ -299,7 +299,7 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         )
 
     heat_rows, heat_note = plotted_rows(comp, layer_heatmaps.MAX_ROWS)  # small panels: more rows than the overlaid plots
-    made += layer_heatmaps.section(cl, comp, out, heat_rows, {id(r): r.label(comp.axes) for r in heat_rows}, heat_note)
+    made += layer_heatmaps.section(cl, comp, out, heat_rows, heat_note)
     if comp.ladder is not None:
         made += ladder_plots(comp.ladder, out)
     made += _axis_plots(comp, out, plots)
