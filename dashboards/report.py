@@ -36,7 +36,7 @@ from orchestrator.storage.owned import replace as replace_owned
 from orchestrator.tracking import names
 
 from . import html as html_report
-from . import ladder, tables
+from . import ladder, layer_heatmaps, tables
 from .artifacts import ArtifactCache, metric_history
 from .comparison import Comparison, Row
 from .ladder import RUNG_AXIS
@@ -160,7 +160,7 @@ def build_report(
 
 
 STAGE_PREFIX = ".report-partial-"
-AXIS_PLOT_PATTERNS = ("metric_vs_*.png", "interaction_*.png")
+AXIS_PLOT_PATTERNS = ("metric_vs_*.png", "interaction_*.png", layer_heatmaps.HEATMAP_FILE)
 """Plot files a report writes besides REPORT_FILES and PLOT_FILES (one per axis)."""
 
 
@@ -298,7 +298,7 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         made.append((plots.attention_pair((bl, bmap), (gl, gmap), out / ATTENTION_MAPS, "attention map, baseline beside gated"), caption))
 
     # gate-score histograms
-    hists, groups = [], []
+    hists, groups, highs = [], [], []
     arms = arm_labels(comp)
     for row in rows:
         if row.axes.get(GATE_AXIS) == BASELINE_GATE:
@@ -308,22 +308,32 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
         counts = gh.get("counts") if isinstance(gh, dict) else None
         if counts and all(isinstance(c, list) and c for c in counts):
             hists.append((labels[id(row)], counts))
+            highs.append(_histogram_high(gh))
             groups.append(arms.index(row.label(comp.arch_axes)) if arms else len(groups))
     if hists:
         made.append(
             (
-                plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution", groups),
+                plots.gate_histograms(hists, out / GATE_HISTOGRAMS, "gate-score distribution", groups, highs),
                 "Gate scores on held-out data, all layers pooled, one panel per configuration on shared axes (probes.json of "
                 f"its lowest seed); log scale: sparse gates pile up near 0, and each panel gives its share below "
                 f"{plots.LOW_GATE:g}{note}.",
             )
         )
 
+    heat_rows, heat_note = plotted_rows(comp, layer_heatmaps.MAX_ROWS)  # small panels: more rows than the overlaid plots
+    made += layer_heatmaps.section(cl, comp, out, heat_rows, heat_note)
     if comp.ladder is not None:
         made += ladder.draw(comp.ladder, out)
     made += _axis_plots(comp, out, plots)
     made += _interaction_plots(comp, out, plots)
     return made
+
+
+def _histogram_high(gh: dict) -> float:
+    """The upper end of a probes.json gate histogram (1 in files written before unbounded gates)."""
+    rng = gh.get("range")
+    high = rng[1] if isinstance(rng, list) and len(rng) == 2 else 1.0
+    return float(high) if isinstance(high, (int, float)) and math.isfinite(high) and 0 < high <= 100 else 1.0
 
 
 def _safe(axis: str) -> str:

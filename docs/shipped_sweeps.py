@@ -32,6 +32,11 @@ SHIPPED: dict[str, tuple[str, str]] = {
         "the attention-sink remedies (softmax1, learned sink, softpick, sigmoid with bias 0 and -log T, key bias) against the baseline and G1",
         "~11 min",
     ),
+    "gates_2026_cpu.yaml": (
+        "2026's gates: Laguna's softplus and Marin's init-neutral 2-sigmoid at G1, MLA with and without Kimi-K3's gate, "
+        "against the baseline and sigmoid G1 ([results](../results/gates-2026.md))",
+        "88 min measured on 2 heavily shared cores (~14-17 min estimated on free ones)",
+    ),
     "ladder_cpu.yaml": (
         "a scaling ladder on text: G1 vs the ungated and the parameter-matched baseline, 5 token-matched rungs "
         "(d_model 16-80, 420x compute), WSD-S with 3 points per run ([scaling ladders](../ladder.md))",

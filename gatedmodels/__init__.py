@@ -23,6 +23,7 @@ _LAZY = {
     "first_token_attention": "probes",
     "first_token_share": "probes",
     "gate_histogram": "probes",
+    "gate_range": "probes",
     "gate_statistics": "probes",
     "massive_activations": "probes",
     "sink_ratio": "probes",

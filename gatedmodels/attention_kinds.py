@@ -14,6 +14,8 @@ probe path, which materialises the weights with the kind's own normalisation and
 - `softpick`: ReLU(e^x - 1) / (sum_j |e^x_j - 1| + eps) over the causal keys (Zuhri et al. 2025);
   the weights of a row sum to at most 1 and can all be 0.
 - `sigmoid`: sigmoid(x + b) on every causal key, not normalised (Gu et al. 2024).
+- `mla`: softmax as above, over the heads of multi-head latent attention, whose layer
+  (`gatedmodels.mla.LatentAttention`) brings its own projections.
 
 The three sink kinds run on the fused SDPA kernel, without the log-sum-exp: the sink becomes one
 extra key slot at position 0 with a zero value, and a dummy query row in front keeps the mask the
@@ -241,6 +243,17 @@ class SigmoidAttention(Explicit):
         return torch.sigmoid(logits_BHTS + self.bias) * causal_TS
 
 
+class LatentSoftmax(Softmax):
+    """Softmax over MLA's heads (`gatedmodels.mla`): a key and a value per query head, queries and
+    keys head_dim + mla_rope_dim wide (the scale is 1 / sqrt of that), values head_dim wide."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.K = self.H
+        self.d = cfg.head_dim + cfg.attention.mla_rope_dim
+        self.scale = 1.0 / math.sqrt(self.d)
+
+
 #: the registry: attention kind -> module factory
 ATTENTION_KINDS: dict[str, Callable[[ModelConfig], AttentionKind]] = {
     "softmax": Softmax,
@@ -249,6 +262,7 @@ ATTENTION_KINDS: dict[str, Callable[[ModelConfig], AttentionKind]] = {
     "key_bias": KeyBias,
     "softpick": Softpick,
     "sigmoid": SigmoidAttention,
+    "mla": LatentSoftmax,
 }
 
 

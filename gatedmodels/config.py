@@ -15,10 +15,16 @@ from typing import Any, Literal
 from .typedconfig import Config, ConfigError, Issue, deep_merge, did_you_mean
 
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
-ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")
-"""The attention-sink remedies of `AttentionConfig.kind` (modules in `gatedmodels.attention_kinds`)."""
+ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias", "mla")
+"""The kinds of `AttentionConfig.kind` (modules in `gatedmodels.attention_kinds`): softmax, the
+attention-sink remedies, and multi-head latent attention (`mla`, `gatedmodels.mla`)."""
 SINK_KINDS = ("softmax1", "learned_sink", "key_bias")
 """Kinds that add one extra softmax slot (a sink logit or a learned key with a zero value)."""
+MLA_FIELDS = ("mla_q_rank", "mla_kv_rank", "mla_rope_dim")
+"""The fields of `AttentionConfig` that only `kind: mla` uses."""
+INIT_NEUTRAL = ("2sigmoid",)
+"""Gate activations whose projection starts at zero so that the gate starts at exactly 1 (Marin's
+2·sigmoid: the layer computes the ungated attention at initialisation); their `init_std` does not apply."""
 PRESETS: dict[str, Callable[[], ModelConfig]] = {}
 """Size presets by name, registered by `gatedmodels.presets` (imported with the package)."""
 Position = Literal["none", "G1", "G2", "G3", "G4", "G5"]
@@ -40,12 +46,15 @@ class GateConfig(Config):
     """`head_specific`: every head has its own scores; `head_shared`: one score vector for all heads."""
     mode: Literal["multiplicative", "additive"] = "multiplicative"
     """`multiplicative`: Y * act(XW); `additive`: Y + SiLU(XW) (requires activation `silu`)."""
-    activation: Literal["sigmoid", "silu", "ns_sigmoid"] = "sigmoid"
-    """`sigmoid` (sparse, bounded), `silu` (unbounded), `ns_sigmoid`: 0.5 + 0.5*sigmoid (non-sparse control)."""
+    activation: Literal["sigmoid", "silu", "ns_sigmoid", "softplus", "2sigmoid"] = "sigmoid"
+    """`sigmoid` (sparse, bounded), `silu` (unbounded), `ns_sigmoid`: 0.5 + 0.5*sigmoid (non-sparse
+    control), `softplus`: ln(1 + e^x), unbounded above (Poolside's Laguna), `2sigmoid`: 2*sigmoid in
+    (0, 2), init-neutral: its projection starts at zero, so the gate starts at exactly 1 (Marin)."""
     input_dependent: bool = True
     """False: the scores are a learned, zero-initialised parameter, not a function of X (§4.2)."""
     init_std: float = 0.02
-    """Std of the normal init of the gate projection (the official code initialises gate rows like q_proj)."""
+    """Std of the normal init of the gate projection (the official code initialises gate rows like
+    q_proj). Does not apply to `2sigmoid`, whose projection starts at zero."""
 
     def problems(self) -> list[Issue]:
         out: list[Issue] = []
@@ -90,8 +99,14 @@ class GateConfig(Config):
             mode=self.mode,
             activation=activation,
             input_dependent=self.input_dependent,
-            init_std=self.init_std if self.input_dependent else default.init_std,
+            init_std=self.init_std if self.uses_init_std else default.init_std,
         )
+
+    @property
+    def uses_init_std(self) -> bool:
+        """Whether `init_std` initialises anything: an input-dependent gate whose activation is
+        not init-neutral (those start at zero, as the input-independent gate's table does)."""
+        return self.input_dependent and self.activation not in INIT_NEUTRAL
 
     def unused_fields(self) -> list[str]:
         """Fields that do not apply to this gate (what `normalized()` resets): all but `position`
@@ -103,7 +118,7 @@ class GateConfig(Config):
         if self.kind != "gate":
             return [f for f in names if f != "kind"]
         unused = ["granularity", "sharing"] if self.position == "G5" else []
-        return unused + ([] if self.input_dependent else ["init_std"])
+        return unused + ([] if self.uses_init_std else ["init_std"])
 
     @staticmethod
     def normalize_dict(gate: dict) -> dict:
@@ -120,7 +135,7 @@ class GateConfig(Config):
         out = dict(gate)
         if out.get("mode") == "additive":
             out["activation"] = "silu"
-        if out.get("input_dependent") is False:
+        if out.get("input_dependent") is False or out.get("activation") in INIT_NEUTRAL:
             out.pop("init_std", None)
         return out
 
@@ -153,23 +168,40 @@ class AttentionConfig(Config):
     scores q k^T / sqrt(d) of the causal keys become weights (see `gatedmodels.attention_kinds`).
     """
 
-    kind: Literal["softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias"] = "softmax"
+    kind: Literal["softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias", "mla"] = "softmax"
     """`softmax`: the baseline (fused SDPA). `softmax1`: softmax with an extra zero logit
     (off-by-one). `learned_sink`: an extra learned logit s_h per query head (gpt-oss's attention
     sinks). `key_bias`: an extra learned key k*_h per KV head with a zero value (Gu et al. 2024).
     `softpick`: ReLU(e^x - 1) / sum |e^x - 1| (Zuhri et al. 2025). `sigmoid`: sigmoid(x + b), not
-    normalised (Gu et al. 2024). softpick and sigmoid materialise the (T x T) scores."""
+    normalised (Gu et al. 2024). softpick and sigmoid materialise the (T x T) scores. `mla`:
+    DeepSeek-V3's multi-head latent attention (softmax over low-rank query and key-value
+    latents with a decoupled RoPE key; `mla_*` fields), Kimi-K3's with a G1 gate."""
     sink_init: float = 0.0
     """`learned_sink`: the initial value of every sink logit s_h."""
     sigmoid_bias: float = 0.0
     """`sigmoid`: the fixed bias b added to every score (Gu et al. use 0; Ramapuram et al. -log T)."""
     softpick_eps: float = 1e-6
     """`softpick`: epsilon of the denominator."""
+    mla_q_rank: int = 0
+    """`mla`: rank of the query latent (DeepSeek-V3's q_lora_rank, 1536 at d_model 7168); 0 projects
+    the queries at full rank (DeepSeek-V2-Lite). At most d_model."""
+    mla_kv_rank: int = 32
+    """`mla`: rank of the key-value latent c_KV, the only per-token state besides the RoPE key
+    (DeepSeek-V3's kv_lora_rank, 512). 1..d_model. Each head's key (no RoPE part) and value are
+    `head_dim` wide (DeepSeek-V3's qk_nope_head_dim = v_head_dim)."""
+    mla_rope_dim: int = 16
+    """`mla`: width of the decoupled RoPE key, one shared by all heads, and of each head's RoPE
+    query part (DeepSeek-V3's qk_rope_head_dim, 64); even with RoPE. A head's query-key width is
+    head_dim + mla_rope_dim."""
 
     def problems(self) -> list[Issue]:
         out: list[Issue] = []
         if self.softpick_eps <= 0:
             out.append(Issue("softpick_eps", f"got {self.softpick_eps}; allowed: > 0"))
+        if self.kind == "mla":
+            for name, low in (("mla_q_rank", 0), ("mla_kv_rank", 1), ("mla_rope_dim", 0)):
+                if getattr(self, name) < low:
+                    out.append(Issue(name, f"got {getattr(self, name)}; allowed: >= {low}"))
         return out
 
     def normalized(self) -> AttentionConfig:
@@ -181,6 +213,7 @@ class AttentionConfig(Config):
             sink_init=self.sink_init if self.kind == "learned_sink" else default.sink_init,
             sigmoid_bias=self.sigmoid_bias if self.kind == "sigmoid" else default.sigmoid_bias,
             softpick_eps=self.softpick_eps if self.kind == "softpick" else default.softpick_eps,
+            **({k: getattr(self, k) for k in MLA_FIELDS} if self.kind == "mla" else {}),
         )
 
     @property
@@ -313,8 +346,27 @@ class ModelConfig(Config):
                     f"allowed with gate.kind 'rmsnorm': {', '.join(k for k in ATTENTION_KINDS if k not in SINK_KINDS)}",
                 )
             )
+        if self.attention.kind == "mla":
+            out += self._mla_problems()
         if self.size != "custom" and self.size not in PRESETS:
             out.append(Issue("size", f"got {self.size!r}{did_you_mean(self.size, list(PRESETS))}; allowed: custom, {', '.join(PRESETS)}"))
+        return out
+
+    def _mla_problems(self) -> list[Issue]:
+        """What multi-head latent attention needs of the rest of the model."""
+        a, D, H, mla = self.attention, self.d_model, self.n_heads, "allowed with attention.kind 'mla'"
+        wide = [n for n in ("mla_q_rank", "mla_kv_rank") if getattr(a, n) > D]
+        out = [
+            Issue(f"attention.{n}", f"got {getattr(a, n)}: a latent wider than d_model compresses nothing; allowed: <= {D}") for n in wide
+        ]
+        if self.position_encoding == "rope" and (a.mla_rope_dim < 2 or a.mla_rope_dim % 2):
+            out.append(Issue("attention.mla_rope_dim", f"got {a.mla_rope_dim}; the decoupled RoPE key needs an even width >= 2"))
+        if self.n_kv_heads != H:
+            out.append(
+                Issue("n_kv_heads", f"got {self.n_kv_heads}; MLA expands its latent into a key and value per query head; {mla}: {H}")
+            )
+        if self.qk_norm:
+            out.append(Issue("qk_norm", f"got true; MLA normalises its query and key-value latents instead (as DeepSeek-V3); {mla}: false"))
         return out
 
     @classmethod

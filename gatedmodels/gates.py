@@ -36,7 +36,11 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sigmoid": torch.sigmoid,
     "silu": F.silu,
     "ns_sigmoid": lambda s: 0.5 + 0.5 * torch.sigmoid(s),  # non-sparse control (§4.2)
+    "softplus": F.softplus,  # Laguna (transformers LagunaAttention): ln(1 + e^x), unbounded above
+    "2sigmoid": lambda s: 2.0 * torch.sigmoid(s),  # Marin: 1 at a zero score, so init-neutral with zero rows
 }
+"""The registry of gate activations (`GateConfig.activation`); their FLOPs per score are in
+`gatedmodels.costs.ACTIVATION_FLOPS`."""
 
 
 class NoGate(nn.Module):

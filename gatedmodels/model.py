@@ -6,7 +6,8 @@ S gate score features, V vocabulary.
 Block: x + Attn(RMSNorm(x)), then x + FFN(RMSNorm(x)); FFN is SwiGLU or MoE.
 Attention: one fused projection X [Wq | Wk | Wv | Wg] -> per-head q, k, v (+ gate scores),
 QK-norm, gates G4/G3/G2, RoPE, causal attention of `cfg.attention.kind` (softmax: fused SDPA;
-see `attention_kinds`), gate G1, o_proj, gate G5.
+see `attention_kinds`), gate G1, o_proj, gate G5. `attention.kind: mla` swaps in multi-head
+latent attention (`gatedmodels.mla`), with the same gate slots.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .config import ModelConfig, RopeConfig
 from .costs import gate_score_features
 from .gates import build_gate_slots
 from .layers import ModuleList, MoE, RMSNorm, Rotary, SwiGLU
+from .mla import LatentAttention
 from .probes import LayerProbe, ProbeResult
 
 
@@ -65,11 +67,15 @@ class Attention(nn.Module):
         return gates["G5"](out_BTD.unsqueeze(2), scores_BTS, rec).squeeze(2)
 
 
+ATTENTION_LAYERS: dict[str, type[LatentAttention]] = {"mla": LatentAttention}
+"""Attention kinds with projections of their own (the others are `Attention` with another kernel)."""
+
+
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg)
+        self.attn: Attention | LatentAttention = ATTENTION_LAYERS.get(cfg.attention.kind, Attention)(cfg)
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.ffn = MoE(cfg) if cfg.moe.n_experts else SwiGLU(cfg.d_model, cfg.ffn_dim)
 
@@ -107,8 +113,8 @@ class GatedTransformer(nn.Module):
         for block in self.blocks:
             block.attn.kernel.reset_parameters()
             S = block.attn.S
-            if S:
-                nn.init.normal_(block.attn.wqkv.weight[-S:], std=self.cfg.gate.init_std)
+            if S:  # an init-neutral activation (2sigmoid) starts its rows at zero: the gate is exactly 1
+                nn.init.normal_(block.attn.wqkv.weight[-S:], std=self.cfg.gate.init_std if self.cfg.gate.uses_init_std else 0.0)
 
     def forward(self, input_ids_BT: torch.Tensor, *, probe: ProbeResult | None = None) -> torch.Tensor:
         """Logits (B, T, V). With `probe`, each layer appends what it saw (explicit attention)."""
@@ -191,7 +197,8 @@ def rope_override(model: GatedTransformer, rope: RopeConfig) -> Iterator[GatedTr
         attn = block.attn
         if isinstance(attn.rotary, Rotary):
             saved.append((attn, attn.rotary))
-            attn.rotary = Rotary(attn.d, rope).to(attn.rotary.inv_freq.device)
+            width = 2 * attn.rotary.inv_freq.numel()  # head_dim, or MLA's decoupled RoPE width
+            attn.rotary = Rotary(width, rope).to(attn.rotary.inv_freq.device)
     try:
         yield model
     finally:

@@ -14,7 +14,8 @@ and the layer output. The functions below reduce them to numbers (REFERENCE §3)
   triples with alpha_k > eps;
 - massive activations (Sun et al. 2024): per layer output, max |h| and its ratio to median |h|;
   the paper's M-Act is the per-layer maximum averaged over layers;
-- gate scores: mean and the fractions below 1e-2 and 1e-3, per layer;
+- gate scores: mean and the fractions below 1e-2, 1e-3 and 0.1 and above 1, per layer (the
+  last two read unbounded gates, softplus and 2·sigmoid, alike with sigmoid ones);
 - value drain (Guo et al. 2024): the norm of the value vector at BOS over the mean of the others.
 
 Shape legend: B batch, H heads, T query positions, S key positions, D d_model, K kv heads, d head width.
@@ -160,6 +161,19 @@ class GateStats:
     mean_per_layer: list[float]
     frac_below_1e2_per_layer: list[float]
     frac_below_1e3_per_layer: list[float]
+    frac_below_0_1_per_layer: list[float] = field(default_factory=list)
+    """Share of scores below 0.1 ("closed"): comparable across bounded and unbounded activations."""
+    frac_above_1_per_layer: list[float] = field(default_factory=list)
+    """Share of scores above 1 (amplifying): 0 for sigmoid, NS-sigmoid; possible for softplus,
+    SiLU and 2·sigmoid, whose mean alone does not say whether the gate closes or amplifies."""
+
+    @property
+    def frac_below_0_1(self) -> float:
+        return sum(self.frac_below_0_1_per_layer) / len(self.frac_below_0_1_per_layer)
+
+    @property
+    def frac_above_1(self) -> float:
+        return sum(self.frac_above_1_per_layer) / len(self.frac_above_1_per_layer)
 
     @property
     def mean(self) -> float:
@@ -175,16 +189,29 @@ class GateStats:
 
 
 def gate_statistics(gates: list[torch.Tensor]) -> GateStats | None:
-    """Mean gate value and the fractions below 1e-2 and 1e-3, per layer; None without gates."""
+    """Mean gate value and the fractions below 1e-2, 1e-3 and 0.1 and above 1, per layer; None without gates."""
     if not gates:
         return None
-    means, below2, below3 = [], [], []
+    means, below2, below3, below1, above = [], [], [], [], []
     for g in gates:
         g = g.float()
         means.append(float(g.mean()))
         below2.append(float((g < 1e-2).float().mean()))
         below3.append(float((g < 1e-3).float().mean()))
-    return GateStats(means, below2, below3)
+        below1.append(float((g < 0.1).float().mean()))
+        above.append(float((g > 1.0).float().mean()))
+    return GateStats(means, below2, below3, below1, above)
+
+
+GATE_RANGE = {"2sigmoid": 2.0, "softplus": 2.0, "silu": 2.0}
+"""Upper end of the gate-score histogram per activation (default 1: sigmoid and NS-sigmoid
+are bounded by it). Unbounded activations are drawn to 2; scores beyond fall into the last bin,
+and `frac_above_1` says how many exceed 1."""
+
+
+def gate_range(activation: str) -> float:
+    """The upper end of the gate-score histogram for `activation` (see GATE_RANGE)."""
+    return GATE_RANGE.get(activation, 1.0)
 
 
 def gate_histogram(gates: list[torch.Tensor], bins: int = 50, lo: float = 0.0, hi: float = 1.0) -> list[list[int]]:

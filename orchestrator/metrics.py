@@ -141,6 +141,8 @@ REGISTRY: tuple[Metric, ...] = (
     ),
     _m("gate_frac_below_1e-2", "gate<1e-2", None, "eval", needs="gate"),
     _m("gate_frac_below_1e-3", "gate<1e-3", None, "eval", needs="gate"),
+    _m("gate_frac_below_0.1", "gate<0.1", None, "eval", needs="gate", paper="share of gate scores below 0.1 (closed)", fmt=".3f"),
+    _m("gate_frac_above_1", "gate>1", None, "eval", needs="gate", paper="share of gate scores above 1 (unbounded gates)", fmt=".3f"),
     _m("loss_spikes", "spikes", "min", "end", "headline", "final", paper="loss spikes"),
     _m("loss_spikes/sigma", "spikes (sigma)", "min", "end", paper="loss spikes by the sigma rule"),
     _m("loss_spikes/ema", "spikes (EMA)", "min", "end", paper="loss spikes by the EMA rule"),

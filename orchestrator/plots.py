@@ -169,13 +169,19 @@ LOW_GATE = 0.1
 
 
 def gate_histograms(
-    variants: Sequence[tuple[str, list[list[int]]]], path: Path, title: str = "gate scores", groups: Sequence[int] | None = None
+    variants: Sequence[tuple[str, list[list[int]]]],
+    path: Path,
+    title: str = "gate scores",
+    groups: Sequence[int] | None = None,
+    highs: Sequence[float] | None = None,
 ) -> Path:
-    """`variants`: (label, per-layer counts over equal bins of [0, 1]); layers are pooled. Small
+    """`variants`: (label, per-layer counts over equal bins of [0, high]); layers are pooled. Small
     multiples, one panel per variant on shared axes (overlaid lines hid one variant's mass at 0
     behind another's), each with the share of scores below LOW_GATE; `groups`: each panel's
-    colour index (default: its position)."""
+    colour index (default: its position); `highs`: each variant's upper end (default 1; 2 for the
+    unbounded activations, whose last bin holds every score beyond)."""
     n = len(variants)
+    his = [float(h) for h in highs] if highs is not None else [1.0] * n
     cols = min(n, 4)
     rows = math.ceil(n / cols) if n else 1
     fig, axs = plt.subplots(rows, cols, figsize=(2.9 * cols + 0.4, 2.3 * rows + 0.5), squeeze=False, sharex=True, sharey=True)
@@ -185,17 +191,18 @@ def gate_histograms(
         pooled = [sum(layer[b] for layer in per_layer if b < len(layer)) for b in range(bins)]
         total = max(sum(pooled), 1)
         frac = [c / total for c in pooled]
+        hi = his[k] if k < len(his) else 1.0
         ax.bar(
-            [(b + 0.5) / bins for b in range(bins)],
+            [(b + 0.5) * hi / bins for b in range(bins)],
             [f if f > 0 else float("nan") for f in frac],
-            width=1.0 / bins,
+            width=hi / bins,
             color=color(groups[k] if groups is not None and k < len(groups) else k),
             alpha=0.85,
         )
-        low = sum(f for b, f in enumerate(frac) if (b + 1) / bins <= LOW_GATE + 1e-9)
+        low = sum(f for b, f in enumerate(frac) if (b + 1) * hi / bins <= LOW_GATE + 1e-9)
         ax.set_title(label, fontsize=9)
         ax.text(0.97, 0.93, f"{low:.0%} < {LOW_GATE:g}", transform=ax.transAxes, ha="right", va="top", fontsize=8)
-        ax.set_xlim(0, 1)
+        ax.set_xlim(0, max(his, default=1.0))
         if any(f > 0 for f in frac):
             ax.set_yscale("log")
         else:  # no finite score was counted (a model with NaN weights): an empty panel that says so
@@ -370,9 +377,10 @@ def attention_map(attn_TS: Any, path: Path, title: str = "") -> Path:
     return attention_maps([(title or "attention map", attn_TS)], path)
 
 
-def gate_histogram(hist: list[list[int]], path: Path, title: str = "") -> Path:
-    """One trial's gate scores, one line per layer (`hist`: per-layer counts over equal bins of [0, 1])."""
-    return gate_histograms([(f"layer {i}", [counts]) for i, counts in enumerate(hist)], path, title or "gate-score histogram")
+def gate_histogram(hist: list[list[int]], path: Path, title: str = "", high: float = 1.0) -> Path:
+    """One trial's gate scores, one panel per layer (`hist`: per-layer counts over equal bins of [0, high])."""
+    panels = [(f"layer {i}", [counts]) for i, counts in enumerate(hist)]
+    return gate_histograms(panels, path, title or "gate-score histogram", highs=[high] * len(panels))
 
 
 # ---- a scaling ladder ----------------------------------------------------------------------

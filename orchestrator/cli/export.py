@@ -4,9 +4,11 @@ SOURCE is an MLflow run id, a trial folder (model.pt + run.json), a model.pt, or
 import` folder. `--format hf` (the default) writes config.json, model.safetensors and tokenizer
 files that transformers loads with no custom code: Qwen3ForCausalLM (dense, ungated),
 Qwen3MoeForCausalLM (MoE, ungated) or Qwen3NextForCausalLM with every layer full attention and
-partial rotary 1.0 (G1 elementwise, dense or MoE); G1 headwise is written in the paper's gated
+partial rotary 1.0 (G1 elementwise, dense or MoE), LagunaForCausalLM (a G1 softplus gate,
+headwise or elementwise; dense, or MoE with top_k 1); G1 headwise is written in the paper's gated
 layout (config flags headwise_attn_output_gate / elementwise_attn_output_gate), which transformers
-loads with the paper's modeling_qwen3.py. `--format official` writes that layout for G1
+loads with the paper's modeling_qwen3.py. `--layout NAME` asks for one layout (qwen3, qwen3_moe,
+qwen3_next, official, laguna) and is refused, naming why, when it cannot hold the model. `--format official` writes that layout for G1
 elementwise too; `--format gatesweep` (model.safetensors with gatesweep's names + config.yaml)
 takes every variant. Other variants are refused, naming the formats they can take. The files are
 logged to the trial's MLflow run under export/<format>/.
@@ -23,13 +25,17 @@ from .common import UserError, tracking_uri
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
-        help="write a trained model as a Hugging Face folder (Qwen3 / Qwen3-MoE / Qwen3-Next / the paper's layout)",
+        help="write a trained model as a Hugging Face folder (Qwen3 / Qwen3-MoE / Qwen3-Next / Laguna / the paper's layout)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("source", help="MLflow run id, a trial folder, a model.pt, or a gatesweep import folder")
     p.add_argument("--out", required=True, help="folder to write (created; must be empty unless --force)")
     p.add_argument("--format", default="hf", choices=["hf", "official", "gatesweep"], help="hf (default), official, or gatesweep")
+    p.add_argument(
+        "--layout",
+        help="with --format hf: qwen3, qwen3_moe, qwen3_next, official or laguna instead of the layout picked from the gate",
+    )
     p.add_argument("--dtype", default="auto", help="auto (as stored), float32, bfloat16 or float16")
     p.add_argument("--tokenizer", help="a tokenizer.json to write instead of the trial's own")
     p.add_argument("--no-tokenizer", action="store_true", help="write the weights and config only")
@@ -64,7 +70,14 @@ def run(args) -> int:
     if loaded.kind == "hf":
         raise UserError(f"{args.source}: already a Hugging Face folder (gatesweep import turns it into a gatesweep model)")
     done = export(
-        loaded, Path(args.out), args.format, dtype=dtype, tokenizer=not args.no_tokenizer, tokenizer_file=args.tokenizer, force=args.force
+        loaded,
+        Path(args.out),
+        args.format,
+        layout=args.layout,
+        dtype=dtype,
+        tokenizer=not args.no_tokenizer,
+        tokenizer_file=args.tokenizer,
+        force=args.force,
     )
     cfg = loaded.model_cfg
     n_params = build_meta(cfg).num_params()

@@ -185,7 +185,8 @@ def _print(loaded, args, report, bos: str, n: int) -> None:
     )
     if "gate_score_mean" in m:
         print(
-            f"  gate score mean {m['gate_score_mean']:.3f}, below 1e-2 {m['gate_frac_below_1e-2']:.3f}, below 1e-3 {m['gate_frac_below_1e-3']:.3f}"
+            f"  gate score mean {m['gate_score_mean']:.3f}, below 1e-2 {m['gate_frac_below_1e-2']:.3f}, below 1e-3 {m['gate_frac_below_1e-3']:.3f}, "
+            f"below 0.1 {m['gate_frac_below_0.1']:.3f}, above 1 {m['gate_frac_above_1']:.3f}"
         )
     else:
         print("  gate scores: - (no gate)")

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gatedmodels import gate_histogram
+from gatedmodels import gate_histogram, gate_range
 
 from .probe_metrics import FIRST_TOKEN_ATTN, FIRST_TOKEN_ATTN_UNIFORM, MAX_ACTIVATION, loss_metrics, probe_metrics
 
@@ -30,10 +30,12 @@ class EvalResult:
     attn_heads: list[int] = field(default_factory=list)
     """The head shown in each map."""
     gate_hist: list[list[int]] | None = None
-    """Per-layer histogram counts of gate values, 50 bins over [0, 1]."""
+    """Per-layer histogram counts of gate values, 50 bins over [0, gate_high]."""
     first_token_per_layer: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """Probe tensors that held NaN or inf (their metrics are NaN)."""
+    gate_high: float = 1.0
+    """The histogram's upper end: 1, or 2 for the unbounded activations (`gatedmodels.probes.GATE_RANGE`)."""
 
 
 class Perplexity(NamedTuple):
@@ -91,14 +93,15 @@ def evaluate(model, data, val_batches: list[torch.Tensor], cfg, *, device: torch
         _, probe = model.probe(probe_seq)
         probed = probe_metrics(probe, probe_seq.shape[1], sink_eps=cfg.sink_eps, sink_tokens=cfg.sink_tokens)
         metrics.update(probed.metrics)
-        hist = gate_histogram(probe.gates) if probe.gates else None
+        high = gate_range(model.cfg.gate.activation)
+        hist = gate_histogram(probe.gates, hi=high) if probe.gates else None
         maps, heads = [], []
         for a in probe.attn:
             head = int(a[0, :, 1:, 0].mean(-1).argmax())
             maps.append(a[0, head].cpu())
             heads.append(head)
         fta_layers = [metrics[f"{FIRST_TOKEN_ATTN}/layer_{i}"] for i in range(len(probe.attn))]
-        return EvalResult(metrics, maps, heads, hist, fta_layers, probed.warnings)
+        return EvalResult(metrics, maps, heads, hist, fta_layers, probed.warnings, gate_high=high)
     finally:
         model.train(was_training)
 
@@ -114,7 +117,7 @@ def probes_artifact(result: EvalResult, max_positions: int = 64) -> dict:
         ],
         "gate_histogram": None
         if result.gate_hist is None
-        else {"bins": len(result.gate_hist[0]), "range": [0.0, 1.0], "counts": result.gate_hist},
+        else {"bins": len(result.gate_hist[0]), "range": [0.0, result.gate_high], "counts": result.gate_hist},
         "max_activation_per_layer": [
             result.metrics[k]
             for k in sorted((k for k in result.metrics if k.startswith(f"{MAX_ACTIVATION}/layer_")), key=lambda k: int(k.rsplit("_", 1)[1]))

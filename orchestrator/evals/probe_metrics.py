@@ -53,6 +53,8 @@ VALUE_NORM_BOS_RATIO = _registered("value_norm_bos_ratio")
 GATE_SCORE_MEAN = _registered("gate_score_mean")
 GATE_FRAC_BELOW_1E2 = _registered("gate_frac_below_1e-2")
 GATE_FRAC_BELOW_1E3 = _registered("gate_frac_below_1e-3")
+GATE_FRAC_BELOW_0_1 = _registered("gate_frac_below_0.1")
+GATE_FRAC_ABOVE_1 = _registered("gate_frac_above_1")
 
 NAN = float("nan")
 
@@ -97,7 +99,8 @@ def probe_metrics(probe: ProbeResult, seq_len: int, *, sink_eps: float, sink_tok
     first_token_attn and its uniform baseline, first_token_share, sink_slot_mass (attention kinds
     with a sink slot), sink_ratio (Gu et al., `sink_eps`, the first `sink_tokens` positions),
     max_activation (the paper's M-Act) with /peak and /ratio, value_norm_bos_ratio, and for gated
-    models gate_score_mean and the fractions below 1e-2 and 1e-3; each with /layer_<i>."""
+    models gate_score_mean and the fractions below 1e-2, 1e-3 and 0.1 and above 1 (unbounded
+    gates: softplus, SiLU, 2·sigmoid); each of the first group and gate_score_mean with /layer_<i>."""
     out: dict[str, float] = {}
     warnings: list[str] = []
     attn = probe.attn
@@ -130,13 +133,14 @@ def probe_metrics(probe: ProbeResult, seq_len: int, *, sink_eps: float, sink_tok
     gates = gate_statistics(probe.gates)
     if gates is not None:
         out.update({GATE_SCORE_MEAN: gates.mean, GATE_FRAC_BELOW_1E2: gates.frac_below_1e2, GATE_FRAC_BELOW_1E3: gates.frac_below_1e3})
+        out.update({GATE_FRAC_BELOW_0_1: gates.frac_below_0_1, GATE_FRAC_ABOVE_1: gates.frac_above_1})
         out.update(per_layer(GATE_SCORE_MEAN, gates.mean_per_layer))
     checks = (
         ("attention probabilities", attn, (FIRST_TOKEN_ATTN, FIRST_TOKEN_SHARE, SINK_RATIO)),
         ("sink-slot attention", probe.sinks, (SINK_SLOT_MASS,)),
         ("layer outputs", probe.outputs, (MAX_ACTIVATION, MAX_ACTIVATION_PEAK, MAX_ACTIVATION_RATIO)),
         ("value vectors", probe.values, (VALUE_NORM_BOS_RATIO,)),
-        ("gate scores", probe.gates, (GATE_SCORE_MEAN, GATE_FRAC_BELOW_1E2, GATE_FRAC_BELOW_1E3)),
+        ("gate scores", probe.gates, (GATE_SCORE_MEAN, GATE_FRAC_BELOW_1E2, GATE_FRAC_BELOW_1E3, GATE_FRAC_BELOW_0_1, GATE_FRAC_ABOVE_1)),
     )
     for what, tensors, names in checks:
         bad = _bad_layers(tensors)

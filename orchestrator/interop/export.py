@@ -1,8 +1,8 @@
 """`export(loaded, out, fmt)`: a gatesweep model as a Hugging Face folder, or in gatesweep's own format.
 
 `hf`: config.json + model.safetensors + tokenizer files + generation_config.json, in the layout
-`hf_layouts.hf_layout_for` picks (Qwen3 / Qwen3-MoE / Qwen3-Next, which transformers loads with
-no custom code; the paper's layout for G1 headwise). `official`: the paper's layout. `gatesweep`:
+`hf_layouts.hf_layout_for` picks (Qwen3 / Qwen3-MoE / Qwen3-Next / Laguna, which transformers
+loads with no custom code; the paper's layout for G1 headwise), or the one `layout` names. `official`: the paper's layout. `gatesweep`:
 model.safetensors with gatesweep's own tensor names + config.yaml (the trial config) +
 tokenizer.json: takes every variant. An HF export is read back (`locate.load_hf`) and must give
 the same tensors before it is reported written. The export's files are logged to the trial's
@@ -64,13 +64,14 @@ def export(
     out: Path,
     fmt: str = "hf",
     *,
+    layout: str | None = None,
     dtype: torch.dtype | None = None,
     tokenizer: bool = True,
     tokenizer_file: str | None = None,
     force: bool = False,
 ) -> Exported:
     cfg = loaded.model_cfg
-    layout = hf_layouts.layout_for_format(cfg, fmt)  # refuses before anything is written
+    layout = hf_layouts.layout_for_format(cfg, fmt, layout)  # refuses before anything is written
     tok = loaded.tokenizer(tokenizer_file) if tokenizer else None
     if tok is not None and tok.vocab_size > cfg.vocab_size:
         raise InteropError(f"tokenizer {tok.name} has {tok.vocab_size} tokens, more than the model's vocabulary ({cfg.vocab_size})")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from gatedmodels import gate_histogram, massive_activations
+from gatedmodels import gate_histogram, gate_range, massive_activations
 from orchestrator.evals.heldout import Perplexity
 from orchestrator.evals.probe_metrics import FIRST_TOKEN_ATTN_UNIFORM, GATE_SCORE_MEAN, loss_metrics, probe_metrics
 
@@ -43,6 +43,8 @@ class ProbeReport:
     seq_len: int
     warnings: list[str] = field(default_factory=list)
     """Probe tensors that held NaN or inf: their metrics are NaN."""
+    gate_high: float = 1.0
+    """The gate histogram's upper end (2 for unbounded activations)."""
 
     def to_json(self) -> dict:
         return {
@@ -57,7 +59,7 @@ class ProbeReport:
             "gate_score_mean_per_layer": self.gate_mean_per_layer,
             "gate_histogram": None
             if self.gate_hist is None
-            else {"bins": len(self.gate_hist[0]), "range": [0.0, 1.0], "counts": self.gate_hist},
+            else {"bins": len(self.gate_hist[0]), "range": [0.0, self.gate_high], "counts": self.gate_hist},
             "attention_maps": [{"layer": layer, "head": head, "matrix": m} for layer, head, m in self.attn_maps],
         }
 
@@ -103,7 +105,8 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
     acts = massive_activations(probe.outputs)
     gates = probe.gates
     gate_means = [metrics[f"{GATE_SCORE_MEAN}/layer_{i}"] for i in range(len(gates))] if gates else None
-    hist = gate_histogram(gates) if gates else None
+    high = gate_range(model.cfg.gate.activation)
+    hist = gate_histogram(gates, hi=high) if gates else None
     maps = []
     for i, a in enumerate(attn):
         head = int(a[0, :, 1:, 0].mean(-1).argmax())
@@ -117,6 +120,7 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
         median_per_layer=acts.median_per_layer,
         gate_mean_per_layer=gate_means,
         gate_hist=hist,
+        gate_high=high,
         attn_maps=maps,
         sequences=int(seqs.shape[0]),
         seq_len=int(inputs.shape[1]),
@@ -142,5 +146,5 @@ def write_plots(report: ProbeReport, out: Path, label: str) -> list[Path]:
         ),
     ]
     if report.gate_hist:
-        files.append(plots.gate_histogram(report.gate_hist, out / "gate_hist.png", f"gate scores ({label})"))
+        files.append(plots.gate_histogram(report.gate_hist, out / "gate_hist.png", f"gate scores ({label})", report.gate_high))
     return files

@@ -3,7 +3,8 @@
 Written from the equations, not from gatedmodels' code: RMSNorm by its formula, RoPE through
 complex multiplication of (x_i, x_{i+d/2}) pairs, attention as an explicit loop over heads with
 a causal mask, SwiGLU by its formula. It reads the weights of a `GatedTransformer` and supports
-the ungated model and the multiplicative G1 gate, which is all the parity tests need.
+the ungated model and the multiplicative, head-specific G1 gate (elementwise or headwise; sigmoid,
+softplus or 2·sigmoid), which is all the parity tests need.
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ def reference_logits(model, ids_T: torch.Tensor) -> torch.Tensor:
             heads.append(out)
         y = torch.stack(heads, dim=1)  # (T, H, d)
         if cfg.gate.position == "G1":
-            assert cfg.gate.granularity == "elementwise" and cfg.gate.sharing == "head_specific"
-            g = torch.sigmoid(h @ W[H * d + 2 * K * d :].T).view(T, H, d)
+            assert cfg.gate.sharing == "head_specific" and cfg.gate.mode == "multiplicative"
+            act = {
+                "sigmoid": lambda s: 1.0 / (1.0 + torch.exp(-s)),
+                "softplus": lambda s: torch.log1p(torch.exp(s)),
+                "2sigmoid": lambda s: 2.0 / (1.0 + torch.exp(-s)),
+            }[cfg.gate.activation]
+            g = act(h @ W[H * d + 2 * K * d :].T).view(T, H, -1)  # (T, H, d) elementwise, (T, H, 1) headwise
             y = y * g
         x = x + y.reshape(T, H * d) @ a.wo.weight.T
         h = rms(x, block.ffn_norm.weight, cfg.norm_eps)

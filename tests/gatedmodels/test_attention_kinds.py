@@ -14,7 +14,9 @@ from gatedmodels.attention_kinds import ATTENTION_KINDS as REGISTRY
 from gatedmodels.attention_kinds import build_attention_kind
 from gatedmodels.probes import LayerProbe, first_token_attention
 
-KINDS = list(ATTENTION_KINDS)
+KINDS = [k for k in ATTENTION_KINDS if k != "mla"]
+"""The kinds that keep the layer's projections (MLA brings its own: tests/gatedmodels/test_mla.py;
+its kernel is checked against the reference below)."""
 SINK_KINDS = ("softmax1", "learned_sink", "key_bias")
 
 
@@ -94,7 +96,22 @@ def qkv(B=2, H=4, K=2, T=9, d=16, seed=0, scale=1.5):
 
 
 def test_registry_covers_the_config_literal():
-    assert set(REGISTRY) == set(ATTENTION_KINDS) == {"softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias"}
+    assert set(REGISTRY) == set(ATTENTION_KINDS) == {"softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias", "mla"}
+
+
+def test_the_mla_kernel_is_softmax_over_its_wider_queries_and_keys():
+    """MLA's kernel: a key and value per query head, the scale 1 / sqrt(head_dim + mla_rope_dim)."""
+    cfg = ModelConfig.preset("tiny", n_kv_heads=4, qk_norm=False, attention={"kind": "mla", "mla_rope_dim": 8})
+    mod = build_attention_kind(cfg)
+    q, k, v = qkv(H=4, K=4, d=cfg.head_dim + 8)
+    ref, ref_w, _ = naive_attention("softmax", q, k, v)
+    with torch.no_grad():
+        fused = mod(q, k, v[..., : cfg.head_dim])  # values are head_dim wide
+        rec = LayerProbe()
+        explicit = mod.explicit(q, k, v, rec)
+    torch.testing.assert_close(fused.double(), ref[..., : cfg.head_dim], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(explicit.double(), ref, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(rec.attn.double(), ref_w, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -25,6 +25,9 @@ GATES = [
     {"position": "G1", "kind": "rmsnorm"},
     {"position": "G1", "kind": "silu"},
     {"position": "G1", "mode": "additive", "activation": "silu"},
+    {"position": "G1", "activation": "softplus"},
+    {"position": "G1", "granularity": "headwise", "activation": "softplus"},
+    {"position": "G1", "granularity": "headwise", "activation": "2sigmoid"},
 ]
 KINDS = ["softmax", "softmax1", "learned_sink", "key_bias", "softpick", "sigmoid"]
 PRESETS = ["tiny", "bigram-1l", "small", "125m", "dense-1.7b", "moe-15a2b"]
@@ -112,6 +115,24 @@ def test_the_g1_elementwise_gate_adds_a_d_by_d_projection_per_layer():
     T = 256
     assert g1.train_flops(T) - base.train_flops(T) == pytest.approx(6 * cfg.n_layers * cfg.d_model * cfg.q_dim)
     assert 0.04 < g1.gate_flop_share(T) < 0.08 and base.gate_flop_share(T) == 0
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "softplus", "2sigmoid"])
+def test_the_gates_projection_costs_the_same_whatever_its_activation(activation):
+    """Softplus and 2·sigmoid gates cost the sigmoid gate's matmul FLOPs; their pointwise cost
+    (activation per score, one multiply per gated element) is counted apart, and is small."""
+    T = 64
+    sig = model_costs(_cfg("small", {"position": "G1", "granularity": "headwise"}))
+    costs = model_costs(_cfg("small", {"position": "G1", "granularity": "headwise", "activation": activation}))
+    assert costs.train_flops(T) == sig.train_flops(T) and costs.gate_flop_share(T) == sig.gate_flop_share(T)
+    cfg = _cfg("small", {})
+    per_layer = {"sigmoid": 4, "softplus": 4, "2sigmoid": 5}[activation] * cfg.n_heads + cfg.n_heads * cfg.head_dim
+    assert costs.gate_pointwise_flops == cfg.n_layers * per_layer
+    assert costs.gate_pointwise_flops < 0.001 * costs.forward_flops(T)  # why forward_flops leaves it out
+    assert (
+        model_costs(cfg).gate_pointwise_flops == 0
+        and model_costs(_cfg("small", {"position": "G1", "kind": "silu"})).gate_pointwise_flops == 0
+    )
 
 
 def test_counting_needs_no_torch():

@@ -30,6 +30,10 @@ ALL_GATES = [
     dict(position="G1", mode="additive", activation="silu"),
     dict(position="G1", activation="silu"),
     dict(position="G1", activation="ns_sigmoid"),
+    dict(position="G1", activation="softplus"),
+    dict(position="G1", granularity="headwise", activation="softplus"),
+    dict(position="G1", activation="2sigmoid"),
+    dict(position="G3", granularity="headwise", activation="2sigmoid"),
     dict(position="G1", input_dependent=False),
     dict(position="G1", kind="rmsnorm"),
     dict(position="G1", kind="silu"),
@@ -87,9 +91,22 @@ def test_additive_gate_with_zero_weights_equals_baseline():
     torch.testing.assert_close(gated(x), base(x), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("gate", [dict(position="none"), dict(position="G1")])
+@pytest.mark.parametrize(
+    "gate",
+    [
+        dict(position="none"),
+        dict(position="G1"),
+        dict(position="G1", granularity="headwise", activation="softplus"),
+        dict(position="G1", activation="softplus"),
+        dict(position="G1", granularity="headwise", activation="2sigmoid"),
+    ],
+    ids=lambda g: GateConfig(**g).label,
+)
 def test_matches_independent_reference(gate):
     model = build(gate=gate)
+    for blk in model.blocks:  # 2sigmoid's rows start at zero: a gate of 1 everywhere would test nothing
+        if blk.attn.S:
+            blk.attn.wqkv.weight[-blk.attn.S :].normal_(std=0.5)
     x = ids(B=2, T=9)
     ours = model(x)
     for b in range(2):
@@ -236,6 +253,31 @@ def test_input_independent_gate_starts_at_half_and_ns_sigmoid_is_non_sparse():
     _, probe = model.probe(ids())
     g = torch.cat([t.flatten() for t in probe.gates])
     assert g.min() >= 0.5 and g.max() <= 1.0
+
+
+def test_2sigmoid_is_init_neutral_and_softplus_is_unbounded():
+    """2·sigmoid's rows start at zero whatever init_std says, so the gated model starts as the
+    ungated one with the same weights; softplus starts at ln 2 and exceeds 1 once scores grow."""
+    torch.manual_seed(0)
+    gated = GatedTransformer(tiny(gate=dict(position="G1", activation="2sigmoid", init_std=0.5))).eval()
+    assert gated.cfg.gate.unused_fields() == ["init_std"] and gated.cfg.gate.normalized().init_std == 0.02
+    base = build()
+    state = dict(gated.state_dict())
+    for i, blk in enumerate(gated.blocks):
+        assert float(blk.attn.wqkv.weight[-blk.attn.S :].abs().max()) == 0.0
+        state[f"blocks.{i}.attn.wqkv.weight"] = state[f"blocks.{i}.attn.wqkv.weight"][: -blk.attn.S]
+    base.load_state_dict(state)
+    x = ids()
+    _, probe = gated.probe(x)
+    assert all(torch.all(g == 1.0) for g in probe.gates)
+    torch.testing.assert_close(gated(x), base(x), rtol=0, atol=1e-6)
+    soft = build(gate=dict(position="G1", activation="softplus", input_dependent=False))
+    assert all(torch.allclose(g, torch.full_like(g, math.log(2))) for g in soft.probe(x)[1].gates)
+    soft = build(gate=dict(position="G1", activation="softplus"))
+    for blk in soft.blocks:
+        blk.attn.wqkv.weight[-blk.attn.S :].mul_(200)
+    g = torch.cat([t.flatten() for t in soft.probe(x)[1].gates])
+    assert g.min() >= 0 and g.max() > 2.0 and float((g > 1).float().mean()) > 0.2
 
 
 def test_moe_runs_with_balancing_loss():

@@ -82,6 +82,10 @@ def test_gate_statistics_and_histogram():
     assert stats.frac_below_1e2_per_layer == [0.5, 0.0]
     assert stats.frac_below_1e3_per_layer == [0.25, 0.0]
     assert stats.frac_below_1e2 == 0.25
+    assert stats.frac_below_0_1_per_layer == [0.5, 0.0] and stats.frac_above_1_per_layer == [0.0, 0.0]
+    unbounded = gate_statistics([torch.tensor([0.05, 0.7, 1.0, 1.5, 3.0]).view(1, 5, 1, 1)])
+    assert unbounded.frac_below_0_1 == pytest.approx(0.2) and unbounded.frac_above_1 == pytest.approx(0.4)
+    assert unbounded.mean == pytest.approx(6.25 / 5)
     assert gate_statistics([]) is None
     hist = gate_histogram([g], bins=4)
     assert hist == [[2, 0, 1, 1]]

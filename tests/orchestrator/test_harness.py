@@ -166,7 +166,10 @@ def test_bad_task_configs_are_refused_with_the_field():
         with pytest.raises(ConfigError, match=match):
             TrialConfig.from_dict({"data": {"source": "shakespeare"}, "eval": {"tasks": tasks}})
 
-    refuse({"names": ["hellaswagg"]}, r"eval.tasks.names\[0\]: got 'hellaswagg' \(did you mean 'hellaswag'\?\); allowed: hellaswag, arc_easy, .*, mmlu_<subject>")
+    refuse(
+        {"names": ["hellaswagg"]},
+        r"eval.tasks.names\[0\]: got 'hellaswagg' \(did you mean 'hellaswag'\?\); allowed: hellaswag, arc_easy, .*, mmlu_<subject>",
+    )
     refuse({"names": ["arc_easy", "arc_easy"]}, r"names\[1\]: got 'arc_easy' twice")
     refuse({"names": ["winogrande_bpb"]}, r"names\[0\]: got 'winogrande_bpb'")
     refuse({"names": ["mmlu_astrology"]}, r"names\[0\]: got 'mmlu_astrology'")

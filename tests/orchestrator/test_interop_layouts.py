@@ -422,6 +422,10 @@ def test_a_wrong_row_grouping_would_show(tmp_path, monkeypatch):
         ({"position_encoding": "learned"}, "hf", "model.position_encoding 'learned'"),
         ({"qk_norm": False}, "hf", "formats it can take: official, gatesweep"),
         ({"gate": {"position": "G1"}, "qk_norm": False}, "hf", "model.qk_norm false: Qwen3-Next always applies QK-norm"),
+        # an attention kind without parameters was once written as plain Qwen3: a different function that read back "as written"
+        ({"attention": {"kind": "softmax1"}}, "hf", "model.attention.kind 'softmax1': the HF layouts' attention is softmax"),
+        ({"attention": {"kind": "sigmoid"}, "qk_norm": False}, "official", "model.attention.kind 'sigmoid'"),
+        ({"attention": {"kind": "mla"}, "n_kv_heads": 4, "qk_norm": False}, "hf", "model.attention.kind 'mla'"),
     ],
 )
 def test_variants_a_format_cannot_hold_are_refused_naming_the_formats(over, fmt, expected):

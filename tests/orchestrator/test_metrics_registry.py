@@ -170,7 +170,16 @@ def unknown(keys) -> list[str]:
     return sorted(k for k in keys if registry.lookup(k) is None)
 
 
-@pytest.mark.parametrize("model", [{"gate": {"position": "G1"}}, {"gate": {"position": "none"}}, {"attention": {"kind": "softmax1"}}])
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"gate": {"position": "G1"}},
+        {"gate": {"position": "none"}},
+        {"attention": {"kind": "softmax1"}},
+        {"gate": {"position": "G1", "granularity": "headwise", "activation": "softplus"}},
+        {"attention": {"kind": "mla"}, "n_kv_heads": 4, "qk_norm": False, "gate": {"position": "G1", "activation": "2sigmoid"}},
+    ],
+)
 def test_the_evaluation_and_the_probe_log_registry_names_only_and_the_same_ones(model):
     """heldout.evaluate (a trial's evaluation) and run_probe (`gatesweep probe`) share
     probe_metrics: the same keys, every one known to the registry."""
@@ -190,7 +199,7 @@ def test_the_evaluation_and_the_probe_log_registry_names_only_and_the_same_ones(
     probe = run_probe(net, seqs, data.token_bytes).metrics
     assert not unknown(trial) and not unknown(probe), (unknown(trial), unknown(probe))
     assert set(trial) == set(probe), sorted(set(trial) ^ set(probe))
-    if "attention" in model:
+    if model.get("attention", {}).get("kind") == "softmax1":
         assert "sink_slot_mass" in probe and "first_token_share" in probe  # the keys `gatesweep probe` used to lack
 
 
@@ -244,5 +253,34 @@ def test_a_model_with_one_bad_layer_names_it_and_keeps_the_other_layers():
     assert math.isnan(probed.metrics["gate_score_mean"]) and math.isnan(probed.metrics["gate_score_mean/layer_1"])
     assert math.isfinite(probed.metrics["gate_score_mean/layer_0"]) and math.isfinite(probed.metrics["sink_ratio"])
     assert probed.warnings == [
-        "the model's gate scores are not finite (NaN or inf in layer 1): gate_score_mean, gate_frac_below_1e-2, gate_frac_below_1e-3 reported as NaN"
+        "the model's gate scores are not finite (NaN or inf in layer 1): gate_score_mean, gate_frac_below_1e-2, gate_frac_below_1e-3, "
+        "gate_frac_below_0.1, gate_frac_above_1 reported as NaN"
     ]
+
+
+def test_an_unbounded_gate_is_read_to_2_and_its_share_above_1_is_logged():
+    """softplus / 2·sigmoid scores exceed 1: the evaluation's histogram spans [0, 2] (probes.json
+    says so, the trial's and the report's plots read it), and gate_frac_above_1 counts them."""
+    from types import SimpleNamespace
+
+    from gatedmodels import GatedTransformer, ModelConfig
+    from orchestrator.evals.heldout import evaluate, probes_artifact
+    from orchestrator.spec.evaluation import EvalConfig
+
+    torch.manual_seed(0)
+    seqs = torch.randint(0, 511, (4, 33))
+    data = SimpleNamespace(token_bytes=torch.ones(512, dtype=torch.long), task_metrics=lambda logits, seq: {})
+    cfg = EvalConfig(probe_sequences=4, batches=1, batch_size=4)
+    sig = evaluate(GatedTransformer(ModelConfig.preset("tiny", gate={"position": "G1"})), data, [seqs], cfg)
+    assert sig.gate_high == 1.0 and sig.metrics["gate_frac_above_1"] == 0.0 and sig.warnings == []
+    net = GatedTransformer(ModelConfig.preset("tiny", gate={"position": "G1", "activation": "softplus"}))
+    with torch.no_grad():
+        for block in net.blocks:
+            block.attn.wqkv.weight[-block.attn.S :].mul_(100)
+    result = evaluate(net, data, [seqs], cfg)
+    assert result.gate_high == 2.0 and result.warnings == []
+    assert 0.1 < result.metrics["gate_frac_above_1"] < 0.9 and 0.0 < result.metrics["gate_frac_below_0.1"] < 0.9
+    for i in range(net.cfg.n_layers):  # per layer, at every evaluation: what the report's heat maps are drawn from
+        assert math.isfinite(result.metrics[f"gate_score_mean/layer_{i}"]) and math.isfinite(result.metrics[f"first_token_attn/layer_{i}"])
+    hist = probes_artifact(result)["gate_histogram"]
+    assert hist["range"] == [0.0, 2.0] and sum(map(sum, hist["counts"])) == sum(g.numel() for g in net.probe(seqs[:, :-1])[1].gates)

@@ -40,6 +40,13 @@ SHIPPED = {
         ("first_token_attn", "sink_ratio", "sink_slot_mass", "max_activation", "val_loss", "val_bpb", "tokens_per_s"),
         {"first_token_attn_per_layer.png"},
     ),
+    "gates_2026_cpu.yaml": (
+        "gates-2026-cpu",
+        64,
+        ("none", "G1-elementwise", "G1-headwise", "G1-elementwise-softplus", "G1-headwise-softplus", "G1-headwise-2sigmoid", "mla"),
+        ("first_token_attn", "sink_ratio", "gate_score_mean", "gate_frac_below_0.1", "gate_frac_above_1", "max_activation", "val_bpb"),
+        {"first_token_attn_per_layer.png", "gate_histograms.png", "layer_heatmaps.png"},
+    ),
     "paper_text_cpu.yaml": (
         "paper-text-cpu",
         9,

@@ -52,6 +52,8 @@ EXPECTED = {  # file -> text the error must contain (the field and what is allow
     "31_bad_tokenizer_in_grid": "data.tokenizer: got 'wordpiece'",
     "32_path_into_value": "model.size is a value, not a section",
     "33_empty": "the file is empty",
+    "34_mla_rank_wider_than_model": "model.attention.mla_kv_rank: got 128: a latent wider than d_model compresses nothing; allowed: <= 64",
+    "35_bad_gate_activation": "model.gate.activation: got '3sigmoid'; allowed: sigmoid, silu, ns_sigmoid, softplus, 2sigmoid",
 }
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gatedmodels import GateConfig, ModelConfig
 
 from ..errors import InteropError
+from . import laguna
 
 FORMATS = ("hf", "official", "gatesweep")
 
@@ -29,6 +30,9 @@ LAYOUTS = {
     ),
     "official": Layout(
         "official", "Qwen3ForCausalLM", "qwen3", True, "the paper's gated Qwen3 (qiuzh20/gated_attention modeling_qwen3.py)"
+    ),
+    "laguna": Layout(
+        "laguna", "LagunaForCausalLM", "laguna", False, "LagunaForCausalLM (softplus output gate, full attention, rotary 1.0)"
     ),
 }
 OFFICIAL_NOTE = (
@@ -54,6 +58,8 @@ def _g1(gate: GateConfig, granularity: str) -> bool:
 def _common_problem(cfg: ModelConfig) -> str | None:
     if cfg.position_encoding != "rope":
         return f"model.position_encoding {cfg.position_encoding!r}: the HF layouts use RoPE"
+    if cfg.attention.kind != "softmax":
+        return f"model.attention.kind {cfg.attention.kind!r}: the HF layouts' attention is softmax"
     return None
 
 
@@ -78,6 +84,8 @@ def layout_problem(cfg: ModelConfig, layout: str) -> str | None:
         if not cfg.qk_norm:
             return "model.qk_norm false: Qwen3-Next always applies QK-norm"
         return None
+    if layout == "laguna":
+        return laguna.layout_problem(cfg)
     if layout == "official":
         if not (none or _g1(gate, "elementwise") or _g1(gate, "headwise")):
             return "the paper's layout holds G1 headwise or elementwise (sigmoid, head-specific, multiplicative) or no gate"
@@ -97,6 +105,8 @@ def _candidates(cfg: ModelConfig, fmt: str) -> list[str]:
         return ["qwen3_moe" if cfg.moe.n_experts else "qwen3"]
     if _g1(gate, "elementwise"):
         return ["qwen3_next"]
+    if laguna.gate_problem(gate) is None:
+        return ["laguna"]
     return ["official"]
 
 
@@ -105,13 +115,27 @@ def hf_layout_for(cfg: ModelConfig) -> str:
     return _pick(cfg, "hf")
 
 
-def layout_for_format(cfg: ModelConfig, fmt: str) -> str | None:
-    """The layout of `fmt` for `cfg` (None for gatesweep's own format); InteropError when `fmt`
-    cannot hold the model, naming the variant and the formats it can take."""
-    if fmt == "gatesweep":
-        return None
+def layout_for_format(cfg: ModelConfig, fmt: str, layout: str | None = None) -> str | None:
+    """The layout of `fmt` for `cfg` (None for gatesweep's own format), or `layout` when one is
+    asked for (`--layout`, with `--format hf` only); InteropError when it cannot hold the model,
+    naming the variant and the formats and layouts it can take."""
     if fmt not in FORMATS:
         raise InteropError(f"--format: got {fmt!r}; allowed: {', '.join(FORMATS)}")
+    if layout is not None:
+        if layout not in LAYOUTS:
+            raise InteropError(f"--layout: got {layout!r}; allowed: {', '.join(LAYOUTS)}")
+        if fmt != "hf":
+            raise InteropError(f"--layout {layout}: only with --format hf (got --format {fmt})")
+        problem = layout_problem(cfg, layout)
+        if problem:
+            can = [name for name in LAYOUTS if layout_problem(cfg, name) is None]
+            raise InteropError(
+                f"{variant(cfg)}: --layout {layout} cannot hold this model ({problem}); "
+                f"layouts it can take: {', '.join(can) or 'none'} (and --format gatesweep)"
+            )
+        return layout
+    if fmt == "gatesweep":
+        return None
     return _pick(cfg, fmt)
 
 

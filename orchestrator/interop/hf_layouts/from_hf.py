@@ -12,6 +12,7 @@ from gatedmodels import GateConfig, ModelConfig, MoEConfig, RopeConfig
 from gatedmodels.typedconfig import ConfigError
 
 from ..errors import InteropError
+from . import laguna
 from .to_hf import aux_coef_from_hf
 
 
@@ -59,10 +60,11 @@ def detect_layout(config: dict[str, Any], where: str) -> str:
                 f"{where}: both headwise_attn_output_gate and elementwise_attn_output_gate are true; the paper's code takes one"
             )
         return "official" if flags or config.get("use_qk_norm") is False else "qwen3"
-    if mt in ("qwen3_moe", "qwen3_next"):
+    if mt in ("qwen3_moe", "qwen3_next", "laguna"):
         return str(mt)
     supported = (
-        "qwen3, qwen3_moe, qwen3_next (full-attention layers), and qwen3 with headwise/elementwise_attn_output_gate (the paper's layout)"
+        "qwen3, qwen3_moe, qwen3_next (full-attention layers), laguna (full-attention layers), "
+        "and qwen3 with headwise/elementwise_attn_output_gate (the paper's layout)"
     )
     raise InteropError(f"{where}: model_type {mt!r}{arch_text} is not supported; supported: {supported}")
 
@@ -146,6 +148,7 @@ HF_DEFAULTS: dict[str, dict[str, Any]] = {
         "shared_expert_intermediate_size": 512,
         "norm_topk_prob": True,
     },
+    "laguna": laguna.DEFAULTS,
 }
 """What transformers' config classes (and the paper's) use for a field config.json leaves out;
 `tests/orchestrator/test_interop_layouts.py` checks them against the installed transformers.
@@ -189,7 +192,8 @@ def config_from_hf(config: dict[str, Any], where: str, *, max_len: int) -> tuple
     max_positions = f.int("max_position_embeddings", 32768)
     rope = _rope_from_hf(f, layout, max_positions)
     moe = MoEConfig()
-    n_experts = f.c.get("num_local_experts", f.c.get("num_experts", 0)) if layout in ("qwen3_moe", "qwen3_next") else 0
+    laguna_gate, routed = laguna.read_config(f, L, H) if layout == "laguna" else (None, layout in ("qwen3_moe", "qwen3_next"))
+    n_experts = f.c.get("num_local_experts", f.c.get("num_experts", 0)) if routed else 0
     if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 0:
         raise f.fail("num_experts", f"got {n_experts!r}; expected an integer >= 0")
     if n_experts:
@@ -206,10 +210,12 @@ def config_from_hf(config: dict[str, Any], where: str, *, max_len: int) -> tuple
             n_experts=n_experts,
             top_k=top_k,
             expert_dim=f.int("moe_intermediate_size"),
-            norm_topk_prob=f.bool("norm_topk_prob", False),
+            norm_topk_prob=True if layout == "laguna" else f.bool("norm_topk_prob", False),
             aux_loss_coef=aux_coef_from_hf(f.float("router_aux_loss_coef", 0.001), L, top_k),
         )
-    if layout == "qwen3_next":
+    if laguna_gate is not None:
+        gate = laguna_gate
+    elif layout == "qwen3_next":
         gate = GateConfig(position="G1", granularity="elementwise")
     elif layout == "official" and f.bool("headwise_attn_output_gate", False):
         gate = GateConfig(position="G1", granularity="headwise")
@@ -290,6 +296,8 @@ def state_from_hf(cfg: ModelConfig, layout: str, tensors: Mapping[str, torch.Ten
         elif layout == "official" and gated:
             qg = take(att + "q_proj.weight", (H * d + H * w, D)).view(K, G * d + G * w, D)
             q, g = qg[:, : G * d].reshape(H * d, D), qg[:, G * d :].reshape(H * w, D)
+        elif layout == "laguna":
+            q, g = take(att + "q_proj.weight", (H * d, D)), take(att + "g_proj.weight", (H * w, D))
         else:
             q, g = take(att + "q_proj.weight", (H * d, D)), None
         k = take(att + "k_proj.weight", (K * d, D))
@@ -317,6 +325,8 @@ def state_from_hf(cfg: ModelConfig, layout: str, tensors: Mapping[str, torch.Ten
                     w2 = take(ex + "down_proj.weight", (D, E_dim))
                 out[f"{dst}ffn.experts.{e}.w13.weight"] = w13.contiguous()
                 out[f"{dst}ffn.experts.{e}.w2.weight"] = w2.contiguous()
+            if layout == "laguna":
+                laguna.take_moe_extras(take, tensors, mlp, cfg, where)
             if layout == "qwen3_next":
                 for name, shape in (("gate_proj", (0, D)), ("up_proj", (0, D)), ("down_proj", (D, 0))):
                     if mlp + f"shared_expert.{name}.weight" in tensors:

@@ -9,6 +9,7 @@ import torch
 from gatedmodels import ModelConfig
 
 from ..errors import InteropError
+from . import laguna
 from .choice import LAYOUTS, layout_problem, variant
 
 
@@ -94,6 +95,8 @@ def to_hf(
             q_proj = torch.cat([q.view(K, G * d, D), g.view(K, G * w, D)], dim=1).reshape(-1, D)
         else:
             q_proj = q
+        if layout == "laguna":  # the gate rows are its own projection, g_proj
+            out.update(laguna.layer_tensors(cfg, i, g, cast, dtype))
         att = dst + "self_attn."
         out[att + "q_proj.weight"] = cast(q_proj)
         out[att + "k_proj.weight"] = cast(k)
@@ -172,6 +175,8 @@ def to_hf(
             mlp_only_layers=[],
             output_router_logits=False,
         )
+    if layout == "laguna":
+        config = laguna.config_fields(cfg, config)
     if extra:
         config.update(extra)
     return config, out

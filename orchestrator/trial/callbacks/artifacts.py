@@ -90,7 +90,7 @@ class Artifacts(Callback):
         if last.attn_maps:
             plots.attention_map(last.attn_maps[-1], out / "attention_map.png", f"last layer, most sink-like head ({label})")
         if last.gate_hist:
-            plots.gate_histogram(last.gate_hist, out / "gate_hist.png", f"gate scores ({label})")
+            plots.gate_histogram(last.gate_hist, out / "gate_hist.png", f"gate scores ({label})", last.gate_high)
         for path in sorted(out.iterdir()):
             self.tracker.log_artifact(path)
         self.tracker.log_weights(self.run_dir / "model.pt")
