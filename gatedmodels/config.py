@@ -17,6 +17,10 @@ from .typedconfig import Config, ConfigError, Issue, deep_merge, did_you_mean
 POSITIONS = ("G1", "G2", "G3", "G4", "G5")
 ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")
 """The attention-sink remedies of `AttentionConfig.kind` (modules in `gatedmodels.attention_kinds`)."""
+KV_CACHE_KINDS = ("softmax", "softmax1", "learned_sink", "key_bias", "softpick", "sigmoid")
+"""Kinds with a KV-cache path (`AttentionKind.attend`, see `gatedmodels.kv_cache`), which greedy
+generation needs. A kind missing here is refused, by name, for a trial that generates (a
+`generate_until` task such as gsm8k, RULER); a test checks this tuple against the modules."""
 SINK_KINDS = ("softmax1", "learned_sink", "key_bias")
 """Kinds that add one extra softmax slot (a sink logit or a learned key with a zero value)."""
 PRESETS: dict[str, Callable[[], ModelConfig]] = {}

@@ -88,6 +88,7 @@ def run(args) -> int:
     from ..data import DataUnavailable, build_trial_data
     from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
     from ..evals.suite import run_benchmarks
+    from ..spec.evaluation import cache_problem
     from ..tracking import RunLogger
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -113,6 +114,9 @@ def run(args) -> int:
             "need a text trial (allowed here: --tasks length)"
         )
     ev = cfg.eval
+    generating = [f"--tasks {t}" for t in tasks if t == "ruler" or (t in known and getattr(base_task(t), "kind", "") == "generate_until")]
+    if problem := cache_problem(cfg.model.attention.kind, generating):
+        raise UserError(f"{args.target}: model.attention.kind {problem}")
     for name in harness:  # before the weights are loaded
         task = base_task(name)
         problem = data_problem(name, ev.tasks.data, ev.tasks.paths.get(task.dataset) if task else None)
