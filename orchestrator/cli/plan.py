@@ -118,6 +118,7 @@ def load_note(cpus: int) -> str:
 def run(args) -> int:
     import json
 
+    from .plan_eval import EvalColumn
     from .run import resolve_uri
     from .sweepfile import load_and_expand
 
@@ -132,6 +133,7 @@ def run(args) -> int:
     rows, total_flops, total_s, low_s, high_s = [], 0.0, 0.0, 0.0, 0.0
     step_time: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
+    evals = EvalColumn(args.measure, threads=int(res.cpus_per_worker) or 1)
     for t in e.trials:
         costs = trial_costs(t.config)
         flops = trial_flops(t.config, res.workers_per_trial)
@@ -155,6 +157,7 @@ def run(args) -> int:
                 low_s += quantile(times, 0.1) * tr.steps
                 high_s += quantile(times, 0.9) * tr.steps
             row["est. time"] = _duration(est)
+        row.update(evals.row(t.name, t.config, finished=t.config_hash in done))
         rows.append(row)
     if spec.search.type == "optuna":
         print(f"optuna search: {spec.search.num_samples} samples per arm over {', '.join(spec.search.space)}; the arms:")
@@ -189,6 +192,8 @@ def run(args) -> int:
         )
         if note := load_note(cpus):
             print(note)
+    for line in evals.lines(conc if args.measure else 1):
+        print(line)
     return 0
 
 
