@@ -17,7 +17,7 @@ generated text on GSM8k (5-shot, 256 new tokens at most, stopping at "Question:"
 versions), timed on the first `--before-docs` GSM8k documents in one batch, beside the cached path
 on the same documents. On a machine with CUDA both models run there (the GPU figures); else CPU.
 
-    python benchmarks/eval_vs_hflm.py [--steps 300] [--docs 64] [--gen-docs 32] [--rounds 2] [--batch-size 16]
+    python benchmarks/eval_vs_hflm.py [--steps 200] [--docs 64] [--gen-docs 32] [--rounds 2] [--batch-size 16]
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def train_and_export(work: Path, steps: int, gate: str) -> tuple[Path, Path]:
 
     trial_cfg = {
         "model": {"size": "tiny", "gate": {"position": gate}},
-        "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": 256},
-        "train": {"steps": steps, "batch_size": 16, "lr": 3.0e-3, "warmup_steps": 20, "eval_every": 0, "log_every": 100},
+        "data": {"source": "shakespeare", "tokenizer": "gpt2", "seq_len": 128},
+        "train": {"steps": steps, "batch_size": 8, "lr": 3.0e-3, "warmup_steps": 20, "eval_every": 0, "log_every": 50},
         "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
     }
     hf = work / "hf"
@@ -134,7 +134,7 @@ def side_by_side(name: str, instances: list, lms: dict, rounds: int) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=300, help="training steps of the tiny model")
+    p.add_argument("--steps", type=int, default=200, help="training steps of the tiny model")
     p.add_argument("--gate", default="G1", choices=["G1", "none"], help="G1 (exported as Qwen3-Next) or none (Qwen3)")
     p.add_argument("--docs", type=int, default=64, help="documents per loglikelihood task")
     p.add_argument("--gen-docs", type=int, default=32, help="GSM8k documents")

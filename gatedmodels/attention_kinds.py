@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .kv_cache import KVLayerCache, LayerCache, NoCachePath
+from .kv_cache import CacheStep, KVLayerCache, LayerCache, NoCachePath
 from .probes import LayerProbe
 
 
@@ -77,8 +77,9 @@ class AttentionKind(nn.Module):
             raise NoCachePath(f"attention kind {self.name!r} has no KV-cache path (AttentionKind.attend); it cannot generate")
         return KVLayerCache(batch, self.K, capacity, self.d, dtype, device)
 
-    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, mask_B1TS: torch.Tensor) -> torch.Tensor:
-        """The output of T new queries over S cached keys; `mask_B1TS` True where a query may attend."""
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        """The output of T new queries over S cached keys; `step.mask_B1TS` is True where a query
+        may attend (`step.bias(dtype)`: the same as an additive mask)."""
         raise NotImplementedError
 
     def reset_parameters(self) -> None:
@@ -102,8 +103,8 @@ class Softmax(AttentionKind):
     def forward(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q_BHTd, k_BKTd, v_BKTd, is_causal=True, enable_gqa=self.K != self.H)
 
-    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, mask_B1TS: torch.Tensor) -> torch.Tensor:
-        return F.scaled_dot_product_attention(q_BHTd, k_BKSd, v_BKSd, attn_mask=mask_B1TS, enable_gqa=self.K != self.H)
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q_BHTd, k_BKSd, v_BKSd, attn_mask=step.bias(q_BHTd.dtype), enable_gqa=self.K != self.H)
 
     def explicit(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
         """softmax(q k^T / sqrt(d) + causal mask) materialised and recorded."""
@@ -145,13 +146,14 @@ class SinkSlot(AttentionKind):
         y = F.scaled_dot_product_attention(q_ext, k_ext, v_ext, is_causal=True, scale=self.scale, enable_gqa=self.K != self.H)
         return y[:, :, 1:]
 
-    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, mask_B1TS: torch.Tensor) -> torch.Tensor:
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
         """The slot is key 0 of every query, seen by all: no dummy query is needed with a mask."""
         B = q_BHTd.shape[0]
         k_ext = self.extend_key(k_BKSd)
         k_ext = torch.cat([self.slot_key(q_BHTd).to(k_ext.dtype), k_ext], dim=2)
         v_ext = torch.cat([v_BKSd.new_zeros(B, self.K, 1, self.d), v_BKSd], dim=2)
-        mask_ext = torch.cat([mask_B1TS.new_ones(*mask_B1TS.shape[:3], 1), mask_B1TS], dim=-1)
+        bias = step.bias(q_BHTd.dtype)
+        mask_ext = torch.cat([bias.new_zeros(*bias.shape[:3], 1), bias], dim=-1)
         q_ext = self.extend_query(q_BHTd)
         return F.scaled_dot_product_attention(q_ext, k_ext, v_ext, attn_mask=mask_ext, scale=self.scale, enable_gqa=self.K != self.H)
 
@@ -243,8 +245,8 @@ class Explicit(AttentionKind):
     def forward(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor) -> torch.Tensor:
         return self._attend(q_BHTd, k_BKTd, v_BKTd)[0]
 
-    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, mask_B1TS: torch.Tensor) -> torch.Tensor:
-        w_BHTS = self.weights(self._logits(q_BHTd, k_BKSd), mask_B1TS)
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        w_BHTS = self.weights(self._logits(q_BHTd, k_BKSd), step.mask_B1TS)
         v_BHSd = _repeat_kv(v_BKSd, self.H // self.K)
         return w_BHTS.to(v_BHSd.dtype) @ v_BHSd
 

@@ -21,7 +21,7 @@ Shape legend: B batch rows, K kv heads, T new tokens, S cached columns (keys), d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -73,6 +73,18 @@ class CacheStep:
     """The largest position + 1 (the length of the RoPE tables the step needs)."""
     mask_B1TS: torch.Tensor
     """True where a query may attend to a key: a real key at or before the query's column."""
+    causal: bool = False
+    """The step is a plain causal pass (an empty cache, no padding): the kinds' training path applies."""
+    _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
+
+    def bias(self, dtype: torch.dtype) -> torch.Tensor:
+        """`mask_B1TS` as an additive mask (0 or -inf) of `dtype`, made once per step (SDPA would
+        convert a boolean mask in every layer)."""
+        if dtype not in self._bias:
+            self._bias[dtype] = torch.zeros(self.mask_B1TS.shape, dtype=dtype, device=self.mask_B1TS.device).masked_fill_(
+                ~self.mask_B1TS, float("-inf")
+            )
+        return self._bias[dtype]
 
 
 class KVCache:
@@ -99,6 +111,7 @@ class KVCache:
         if end > self.capacity:
             raise ValueError(f"KV cache full: it holds {self.capacity} tokens, this step needs {end}")
         mask_BT = mask_BT.to(self.valid_BS.device)
+        causal = start == 0 and bool(mask_BT.all())
         self.valid_BS[:, start:end] = mask_BT
         real_BT = mask_BT.long()
         positions_BT = (self.next_pos_B[:, None] + real_BT.cumsum(1) - 1).clamp_min(0)
@@ -108,7 +121,7 @@ class KVCache:
         query_T = torch.arange(start, end, device=mask_BT.device)
         seen_BTS = self.valid_BS[:, None, :end] & (cols_S[None, :] <= query_T[:, None])
         seen_BTS = seen_BTS | (cols_S[None, :] == query_T[:, None])  # a padding query sees itself
-        return CacheStep(positions_BT, max(1, int(self.next_pos_B.max())), seen_BTS[:, None])
+        return CacheStep(positions_BT, max(1, int(self.next_pos_B.max())), seen_BTS[:, None], causal)
 
     def select(self, rows_B: torch.Tensor) -> None:
         """Keep only these batch rows (finished rows leave the batch)."""

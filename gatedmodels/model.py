@@ -63,7 +63,8 @@ class Attention(nn.Module):
         v_BKTd = v_BTKd.transpose(1, 2)
         if cache is not None and step is not None:
             k_BKSd, v_BKSd = cache.append(k_BKTd, v_BKTd)
-            y_BHTd = self.kernel.attend(q_BHTd, k_BKSd, v_BKSd, step.mask_B1TS)
+            # a first step without padding is a plain causal pass: the kind's fused training path
+            y_BHTd = self.kernel(q_BHTd, k_BKTd, v_BKTd) if step.causal else self.kernel.attend(q_BHTd, k_BKSd, v_BKSd, step)
         elif rec is None:
             y_BHTd = self.kernel(q_BHTd, k_BKTd, v_BKTd)
         else:
