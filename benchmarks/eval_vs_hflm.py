@@ -92,6 +92,11 @@ def by_doc(instances: list, responses: list) -> dict[int, list]:
     return docs
 
 
+def _choices(ll: list[float], lens: list[int]) -> tuple[int, int]:
+    """The harness's acc and acc_norm picks: argmax of the log-likelihoods, and of them per character."""
+    return max(range(len(ll)), key=ll.__getitem__), max(range(len(ll)), key=lambda i: ll[i] / lens[i])
+
+
 def agreement(instances: list, ours: list, theirs: list) -> tuple[int, int, float]:
     """Documents with the same answer, documents, and the largest |difference| of a log-likelihood."""
     same, worst = 0, 0.0
@@ -108,8 +113,7 @@ def agreement(instances: list, ours: list, theirs: list) -> tuple[int, int, floa
             same += mine[0][1] == other[0][1]
             continue
         lens = [max(1, len(inst.args[1])) for inst, _ in pairs]
-        pick = lambda ll: (max(range(len(ll)), key=ll.__getitem__), max(range(len(ll)), key=lambda i: ll[i] / lens[i]))  # noqa: E731
-        same += pick(ll_a) == pick(ll_b)
+        same += _choices(ll_a, lens) == _choices(ll_b, lens)
     return same, len(a), worst
 
 
@@ -167,7 +171,9 @@ def load_both(trial: Path, hf: Path, args, device: str) -> dict:
     model.load_state_dict(loaded.state)
     model.to(device).eval()
     ours = GatesweepLM(model, loaded.tokenizer(), max_len=args.max_len, batch_size=args.batch_size)
-    hflm = HFLM(pretrained=str(hf), backend="causal", batch_size=args.batch_size, max_length=args.max_len, device=device, dtype=torch.float32)
+    hflm = HFLM(
+        pretrained=str(hf), backend="causal", batch_size=args.batch_size, max_length=args.max_len, device=device, dtype=torch.float32
+    )
     return {"gatesweep": ours, "HFLM": hflm}
 
 

@@ -106,7 +106,7 @@ class KVCache:
         """Register T new columns; `mask_BT` is True for real tokens, False for (left) padding."""
         B, T = mask_BT.shape
         start, end = self.length, self.length + T
-        if B != self.batch:
+        if self.batch != B:
             raise ValueError(f"the cache holds {self.batch} rows; this step has {B}")
         if end > self.capacity:
             raise ValueError(f"KV cache full: it holds {self.capacity} tokens, this step needs {end}")

@@ -127,7 +127,12 @@ class GatedTransformer(nn.Module):
         return self.head(self.hidden(input_ids_BT, probe=probe))
 
     def hidden(
-        self, input_ids_BT: torch.Tensor, *, probe: ProbeResult | None = None, cache: KVCache | None = None, mask_BT: torch.Tensor | None = None
+        self,
+        input_ids_BT: torch.Tensor,
+        *,
+        probe: ProbeResult | None = None,
+        cache: KVCache | None = None,
+        mask_BT: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """The final-normed hidden states (B, T, D) that `head` turns into logits. With `cache`
         (generation), `input_ids_BT` are the new tokens of each row, left-padded where `mask_BT`

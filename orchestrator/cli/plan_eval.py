@@ -79,7 +79,9 @@ def stand_in_tokenizer(spec: str, vocab: int) -> tuple[Tokenizer, str]:
         return build_tokenizer(spec, lambda: iter(())), ""
     base = gpt2_tokenizer()
     eos = base.eos_id % vocab if base.eos_id is not None else None
-    folded = FoldedTokenizer(name=base.name, vocab_size=vocab, bos_id=base.bos_id % vocab, token_bytes=base.token_bytes, hf=base.hf, eos_id=eos, fold=vocab)
+    folded = FoldedTokenizer(
+        name=base.name, vocab_size=vocab, bos_id=base.bos_id % vocab, token_bytes=base.token_bytes, hf=base.hf, eos_id=eos, fold=vocab
+    )
     return folded, f"{spec} timed with GPT-2's BPE token counts"
 
 

@@ -76,5 +76,9 @@ def run_batches(items: Sequence[T], width: Callable[[T], int], budget: Budget, r
         budget.tokens = (len(batch) // 2) * w
         budget.halvings += 1
         log.warning(
-            "out of memory with %d rows of %d tokens: retrying with %d (a budget of %d tokens)", len(batch), w, len(batch) // 2, budget.tokens
+            "out of memory with %d rows of %d tokens: retrying with %d (a budget of %d tokens)",
+            len(batch),
+            w,
+            len(batch) // 2,
+            budget.tokens,
         )

@@ -79,8 +79,6 @@ def left_cut(ids: Sequence[int], max_len: int) -> tuple[list[int], bool]:
     return [ids[0], *ids[len(ids) - (max_len - 1) :]], True
 
 
-
-
 def logits_at(model: Model, ids_BT: torch.Tensor, row_N: torch.Tensor, pos_N: torch.Tensor) -> torch.Tensor:
     """The logits (N, V) at the (row, position) pairs of a batch: on a `GatedTransformer` the LM
     head runs at those positions only; any other model's full logits are indexed."""

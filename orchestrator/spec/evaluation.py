@@ -49,7 +49,13 @@ class TasksConfig(Config):
     mmlu, lambada_openai, gsm8k), read with datasets.load_dataset; it wins over `data`."""
 
     LIMITS = Limits(
-        {"limit": (1, None), "num_fewshot": (0, 64), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH), "batch_tokens": (1, MAX_LEN * 64)}
+        {
+            "limit": (1, None),
+            "num_fewshot": (0, 64),
+            "max_len": (16, MAX_LEN),
+            "batch_size": (1, MAX_BATCH),
+            "batch_tokens": (1, MAX_LEN * 64),
+        }
     )
 
     def problems(self) -> list[Issue]:

@@ -169,9 +169,7 @@ def test_a_stop_string_that_never_appears_stops_at_the_budget_and_cuts_are_logge
 
     monkeypatch.setattr(harness, "generate_requests", recording)
     lm = GatesweepLM(tiny(), TOK, max_len=48, batch_size=4)
-    reqs = [
-        Instance("generate_until", {}, ("x" * n, {"until": ["never-appears"], "max_gen_toks": 6}), 0) for n in (3, 70, 12)
-    ]
+    reqs = [Instance("generate_until", {}, ("x" * n, {"until": ["never-appears"], "max_gen_toks": 6}), 0) for n in (3, 70, 12)]
     with caplog.at_level(logging.WARNING, logger="orchestrator.evals.harness"):
         texts = lm.generate_until(reqs)
     assert len(texts) == 3 and [len(g) for g in generated] == [6, 6, 6]  # the whole budget
@@ -183,8 +181,26 @@ def test_a_generating_trial_with_an_attention_kind_without_a_cache_path_is_refus
 
     monkeypatch.setattr(evaluation, "KV_CACHE_KINDS", ("softmax",))
     base = {"data": {"source": "shakespeare"}, "model": {"size": "tiny", "attention": {"kind": "sigmoid"}}}
-    with pytest.raises(ConfigError, match=r"model.attention.kind: got 'sigmoid', which has no KV-cache path .* eval.tasks.names\[1\] generates"):
+    with pytest.raises(
+        ConfigError, match=r"model.attention.kind: got 'sigmoid', which has no KV-cache path .* eval.tasks.names\[1\] generates"
+    ):
         TrialConfig.from_dict({**base, "eval": {"tasks": {"names": ["piqa", "gsm8k"]}}})
     with pytest.raises(ConfigError, match=r"no KV-cache path .* eval.ruler.enabled generates text; allowed with generation: softmax"):
         TrialConfig.from_dict({**base, "eval": {"ruler": {"enabled": True}}})
     TrialConfig.from_dict({**base, "eval": {"tasks": {"names": ["piqa"]}}})  # scoring needs no cache
+
+
+def test_gatesweep_eval_refuses_generation_for_a_kind_without_a_cache_path(tmp_path, capsys, monkeypatch):
+    import orchestrator.spec.evaluation as evaluation
+    from orchestrator.cli.main import main
+
+    monkeypatch.setattr(evaluation, "KV_CACHE_KINDS", ("softmax",))
+    net = GatedTransformer(ModelConfig.preset("tiny", vocab_size=V, attention={"kind": "sigmoid"}))
+    folder = tmp_path / "trial"
+    folder.mkdir()
+    torch.save({"model": net.state_dict(), "config": {"model": net.cfg.to_dict(), "data": {"source": "shakespeare"}}}, folder / "model.pt")
+    for task in ("gsm8k", "ruler"):
+        assert main(["eval", str(folder), "--tasks", f"piqa,{task}", "--no-log"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "model.attention.kind got 'sigmoid', which has no KV-cache path" in err
+        assert f"--tasks {task} generates text; allowed with generation: softmax" in err
