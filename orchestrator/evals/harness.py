@@ -11,7 +11,8 @@ trial's tokenizer, through the batched primitives in `lm`:
   multiple choice costs one row when the choices are single tokens. A context longer than
   `max_len` is cut from the left and BOS kept.
 - `loglikelihood_rolling`: disjoint rolling windows of `max_len` (the harness's
-  `get_rolling_token_windows`, BOS as the prefix token), summed.
+  `get_rolling_token_windows`, BOS as the prefix token), every document's windows scored in
+  one batched call, summed per document.
 - `generate_until`: greedy decoding with the KV cache (`lm.generate_requests`), batched and
   length-sorted, each row stopping when a stop string appears in its text (`StopStrings`), at
   EOS or after `max_gen_toks`; the text is cut before the first stop string, as the harness's HF

@@ -204,3 +204,17 @@ def test_gatesweep_eval_refuses_generation_for_a_kind_without_a_cache_path(tmp_p
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "model.attention.kind got 'sigmoid', which has no KV-cache path" in err
         assert f"--tasks {task} generates text; allowed with generation: softmax" in err
+
+
+def test_rolling_loglikelihood_scores_all_documents_in_one_call_and_sums_per_document():
+    from lm_eval.api.instance import Instance
+    from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+
+    model = tiny()
+    lm = GatesweepLM(model, TOK, max_len=16, batch_size=4)
+    texts = ["a" * 5, "hello world, " * 4, "x"]
+    got = lm.loglikelihood_rolling([Instance("loglikelihood_rolling", {}, (t,), 0) for t in texts])
+    for text, score in zip(texts, got):  # each document alone, one window at a time
+        windows = [make_disjoint_window(w) for w in get_rolling_token_windows(TOK.encode([text])[0].tolist(), BOS, 15, 1)]
+        assert len(windows) == -(-len(text) // 15)
+        assert score == pytest.approx(sum(score_requests(model, [w], max_len=16, batch_size=1)[0][0] for w in windows), abs=1e-4)
