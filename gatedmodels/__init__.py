@@ -12,11 +12,12 @@ from importlib import import_module
 from typing import Any
 
 from . import presets  # noqa: F401  (registers the size presets)
-from .config import ATTENTION_KINDS, POSITIONS, PRESETS, AttentionConfig, GateConfig, ModelConfig, MoEConfig, RopeConfig
+from .config import ATTENTION_KINDS, KV_CACHE_KINDS, POSITIONS, PRESETS, AttentionConfig, GateConfig, ModelConfig, MoEConfig, RopeConfig
 from .typedconfig import Config, ConfigError, Issue
 
 _LAZY = {
     "GatedTransformer": "model",
+    "generate_greedy": "generation",
     "build_meta": "model",
     "rope_override": "model",
     "ProbeResult": "probes",
@@ -43,6 +44,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ATTENTION_KINDS",
+    "KV_CACHE_KINDS",
     "POSITIONS",
     "PRESETS",
     "AttentionConfig",

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .kv_cache import CacheStep, KVLayerCache, LayerCache, NoCachePath
 from .probes import LayerProbe
 
 
@@ -56,12 +57,32 @@ def _causal(T: int, device: torch.device) -> torch.Tensor:
 
 
 class AttentionKind(nn.Module):
-    """Base: `forward(q, k, v)` the training path, `explicit(q, k, v, rec)` the probe path."""
+    """Base: `forward(q, k, v)` the training path, `explicit(q, k, v, rec)` the probe path,
+    `attend(q, k, v, mask)` the KV-cached generation path (queries of new tokens against every
+    cached key, `mask` saying which each query sees), with `new_cache` its per-layer cache."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        self.name = cfg.attention.kind
         self.H, self.K, self.d = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.scale = 1.0 / math.sqrt(self.d)
+
+    @classmethod
+    def has_cache_path(cls) -> bool:
+        """Whether the kind implements `attend` (KV-cached generation)."""
+        return cls.attend is not AttentionKind.attend
+
+    def new_cache(self, batch: int, capacity: int, dtype: torch.dtype, device: torch.device) -> LayerCache:
+        """This layer's cache for `batch` rows of up to `capacity` tokens: keys and values (K heads
+        of d) as `attend` receives them. A kind that caches something else overrides this."""
+        if not self.has_cache_path():
+            raise NoCachePath(f"attention kind {self.name!r} has no KV-cache path (AttentionKind.attend); it cannot generate")
+        return KVLayerCache(batch, self.K, capacity, self.d, dtype, device)
+
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        """The output of T new queries over S cached keys; `step.mask_B1TS` is True where a query
+        may attend (`step.bias(dtype)`: the same as an additive mask)."""
+        raise NotImplementedError
 
     def reset_parameters(self) -> None:
         """Initialise the kind's own parameters (none for most kinds)."""
@@ -83,6 +104,9 @@ class Softmax(AttentionKind):
 
     def forward(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(q_BHTd, k_BKTd, v_BKTd, is_causal=True, enable_gqa=self.K != self.H)
+
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q_BHTd, k_BKSd, v_BKSd, attn_mask=step.bias(q_BHTd.dtype), enable_gqa=self.K != self.H)
 
     def explicit(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
         """softmax(q k^T / sqrt(d) + causal mask) materialised and recorded."""
@@ -123,6 +147,17 @@ class SinkSlot(AttentionKind):
         v_ext = torch.cat([v_BKTd.new_zeros(B, self.K, 1, self.d), v_BKTd], dim=2)
         y = F.scaled_dot_product_attention(q_ext, k_ext, v_ext, is_causal=True, scale=self.scale, enable_gqa=self.K != self.H)
         return y[:, :, 1:]
+
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        """The slot is key 0 of every query, seen by all: no dummy query is needed with a mask."""
+        B = q_BHTd.shape[0]
+        k_ext = self.extend_key(k_BKSd)
+        k_ext = torch.cat([self.slot_key(q_BHTd).to(k_ext.dtype), k_ext], dim=2)
+        v_ext = torch.cat([v_BKSd.new_zeros(B, self.K, 1, self.d), v_BKSd], dim=2)
+        bias = step.bias(q_BHTd.dtype)
+        mask_ext = torch.cat([bias.new_zeros(*bias.shape[:3], 1), bias], dim=-1)
+        q_ext = self.extend_query(q_BHTd)
+        return F.scaled_dot_product_attention(q_ext, k_ext, v_ext, attn_mask=mask_ext, scale=self.scale, enable_gqa=self.K != self.H)
 
     def explicit(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
         T = q_BHTd.shape[2]
@@ -199,6 +234,8 @@ class Explicit(AttentionKind):
     """Kinds with no fused kernel: weights from `weights(logits, causal)`, in training too."""
 
     def weights(self, logits_BHTS: torch.Tensor, causal_TS: torch.Tensor) -> torch.Tensor:
+        """The weights of the keys `causal_TS` allows (a (T, S) causal mask in training, the
+        cache's (B, 1, T, S) mask in generation); the others get weight 0."""
         raise NotImplementedError
 
     def _attend(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,6 +246,11 @@ class Explicit(AttentionKind):
 
     def forward(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor) -> torch.Tensor:
         return self._attend(q_BHTd, k_BKTd, v_BKTd)[0]
+
+    def attend(self, q_BHTd: torch.Tensor, k_BKSd: torch.Tensor, v_BKSd: torch.Tensor, step: CacheStep) -> torch.Tensor:
+        w_BHTS = self.weights(self._logits(q_BHTd, k_BKSd), step.mask_B1TS)
+        v_BHSd = _repeat_kv(v_BKSd, self.H // self.K)
+        return w_BHTS.to(v_BHSd.dtype) @ v_BHSd
 
     def explicit(self, q_BHTd: torch.Tensor, k_BKTd: torch.Tensor, v_BKTd: torch.Tensor, rec: LayerProbe) -> torch.Tensor:
         y, w_BHTS = self._attend(q_BHTd, k_BKTd, v_BKTd)

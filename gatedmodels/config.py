@@ -18,6 +18,10 @@ POSITIONS = ("G1", "G2", "G3", "G4", "G5")
 ATTENTION_KINDS = ("softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias", "mla")
 """The kinds of `AttentionConfig.kind` (modules in `gatedmodels.attention_kinds`): softmax, the
 attention-sink remedies, and multi-head latent attention (`mla`, `gatedmodels.mla`)."""
+KV_CACHE_KINDS = ("softmax", "softmax1", "learned_sink", "key_bias", "softpick", "sigmoid")
+"""Kinds with a KV-cache path (`AttentionKind.attend`, see `gatedmodels.kv_cache`), which greedy
+generation needs. A kind missing here is refused, by name, for a trial that generates (a
+`generate_until` task such as gsm8k, RULER); a test checks this tuple against the modules."""
 SINK_KINDS = ("softmax1", "learned_sink", "key_bias")
 """Kinds that add one extra softmax slot (a sink logit or a learned key with a zero value)."""
 MLA_FIELDS = ("mla_q_rank", "mla_kv_rank", "mla_rope_dim")

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig, RopeConfig
+from .kv_cache import CacheStep
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -93,8 +94,14 @@ class Rotary(nn.Module):
             self._cache = c = (n, device, dtype, cos, sin)
         return c[3][:T], c[4][:T]
 
-    def forward(self, x_BTHd: torch.Tensor) -> torch.Tensor:
-        cos, sin = self.tables(x_BTHd.shape[1], x_BTHd.device, x_BTHd.dtype)
+    def forward(self, x_BTHd: torch.Tensor, step: CacheStep | None = None) -> torch.Tensor:
+        """Rotate the token at time t by t; in a KV-cached step (left-padded rows), each token by
+        its own row's position, `step.positions_BT`."""
+        if step is None:
+            cos, sin = self.tables(x_BTHd.shape[1], x_BTHd.device, x_BTHd.dtype)
+        else:
+            cos, sin = self.tables(step.n_positions, x_BTHd.device, x_BTHd.dtype)
+            cos, sin = cos[step.positions_BT], sin[step.positions_BT]  # (B, T, 1, d)
         x1, x2 = x_BTHd.chunk(2, dim=-1)
         rotated = torch.cat([-x2, x1], dim=-1)
         return x_BTHd * cos + rotated * sin

@@ -24,6 +24,7 @@ from .attention_kinds import build_attention_kind
 from .config import ModelConfig, RopeConfig
 from .costs import gate_score_features
 from .gates import build_gate_slots
+from .kv_cache import CacheStep, KVCache, LayerCache
 from .layers import ModuleList, MoE, RMSNorm, Rotary, SwiGLU
 from .mla import LatentAttention
 from .probes import LayerProbe, ProbeResult
@@ -44,7 +45,11 @@ class Attention(nn.Module):
         self.kernel = build_attention_kind(cfg)
         """softmax (fused SDPA) or an attention-sink remedy; its parameters sit under `kernel.`."""
 
-    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
+    def forward(
+        self, x_BTD: torch.Tensor, rec: LayerProbe | None = None, cache: LayerCache | None = None, step: CacheStep | None = None
+    ) -> torch.Tensor:
+        """With `cache` and `step` (generation): the new tokens' keys and values join the cache
+        and the queries attend over all of it (`AttentionKind.attend`)."""
         B, T, D = x_BTD.shape
         gates = self.gates
         q, k, v, scores_BTS = self.wqkv(x_BTD).split(self.split, dim=-1)
@@ -54,10 +59,15 @@ class Attention(nn.Module):
         q_BTHd = gates["G4"](q_BTHd, scores_BTS, rec)
         k_BTKd = gates["G3"](k_BTKd, scores_BTS, rec)
         v_BTKd = gates["G2"](v_BTKd, scores_BTS, rec)
-        q_BHTd = self.rotary(q_BTHd).transpose(1, 2)
-        k_BKTd = self.rotary(k_BTKd).transpose(1, 2)
+        rotate = (lambda x: self.rotary(x, step)) if step is not None and isinstance(self.rotary, Rotary) else self.rotary
+        q_BHTd = rotate(q_BTHd).transpose(1, 2)
+        k_BKTd = rotate(k_BTKd).transpose(1, 2)
         v_BKTd = v_BTKd.transpose(1, 2)
-        if rec is None:
+        if cache is not None and step is not None:
+            k_BKSd, v_BKSd = cache.append(k_BKTd, v_BKTd)
+            # a first step without padding is a plain causal pass: the kind's fused training path
+            y_BHTd = self.kernel(q_BHTd, k_BKTd, v_BKTd) if step.causal else self.kernel.attend(q_BHTd, k_BKSd, v_BKSd, step)
+        elif rec is None:
             y_BHTd = self.kernel(q_BHTd, k_BKTd, v_BKTd)
         else:
             y_BHTd = self.kernel.explicit(q_BHTd, k_BKTd, v_BKTd, rec)
@@ -79,8 +89,10 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.ffn = MoE(cfg) if cfg.moe.n_experts else SwiGLU(cfg.d_model, cfg.ffn_dim)
 
-    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
-        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), rec)
+    def forward(
+        self, x_BTD: torch.Tensor, rec: LayerProbe | None = None, cache: LayerCache | None = None, step: CacheStep | None = None
+    ) -> torch.Tensor:
+        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), rec, cache, step)
         x_BTD = x_BTD + self.ffn(self.ffn_norm(x_BTD))
         if rec is not None:
             rec.output = x_BTD.detach().float()
@@ -118,14 +130,32 @@ class GatedTransformer(nn.Module):
 
     def forward(self, input_ids_BT: torch.Tensor, *, probe: ProbeResult | None = None) -> torch.Tensor:
         """Logits (B, T, V). With `probe`, each layer appends what it saw (explicit attention)."""
+        return self.head(self.hidden(input_ids_BT, probe=probe))
+
+    def hidden(
+        self,
+        input_ids_BT: torch.Tensor,
+        *,
+        probe: ProbeResult | None = None,
+        cache: KVCache | None = None,
+        mask_BT: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The final-normed hidden states (B, T, D) that `head` turns into logits. With `cache`
+        (generation), `input_ids_BT` are the new tokens of each row, left-padded where `mask_BT`
+        is False; they join the cache (see `gatedmodels.kv_cache`)."""
+        step = None
+        if cache is not None:
+            if probe is not None:
+                raise ValueError("a probe pass runs without a KV cache")
+            step = cache.step(mask_BT if mask_BT is not None else torch.ones_like(input_ids_BT, dtype=torch.bool))
         x_BTD = self.embed(input_ids_BT)
         if self.pos_embed is not None:
-            T = input_ids_BT.shape[1]
-            if self.cfg.max_seq_len < T:
-                raise ValueError(f"sequence length {T} exceeds max_seq_len {self.cfg.max_seq_len} of learned positions")
-            x_BTD = x_BTD + self.pos_embed.weight[:T]
-        recompute = self.checkpoint_blocks and self.training and probe is None and torch.is_grad_enabled()
-        for block in self.blocks:
+            n = step.n_positions if step is not None else input_ids_BT.shape[1]
+            if self.cfg.max_seq_len < n:
+                raise ValueError(f"sequence length {n} exceeds max_seq_len {self.cfg.max_seq_len} of learned positions")
+            x_BTD = x_BTD + (self.pos_embed.weight[step.positions_BT] if step is not None else self.pos_embed.weight[:n])
+        recompute = self.checkpoint_blocks and self.training and probe is None and cache is None and torch.is_grad_enabled()
+        for i, block in enumerate(self.blocks):
             rec = None
             if probe is not None:
                 rec = LayerProbe()
@@ -133,9 +163,19 @@ class GatedTransformer(nn.Module):
             if recompute:
                 x_BTD = checkpoint(block, x_BTD, None, use_reentrant=False)
             else:
-                x_BTD = block(x_BTD, rec)
-        x_BTD = self.norm(x_BTD)
-        return self.lm_head(x_BTD) if self.lm_head is not None else F.linear(x_BTD, self.embed.weight)
+                x_BTD = block(x_BTD, rec, cache.layers[i] if cache is not None else None, step)
+        return self.norm(x_BTD)
+
+    def head(self, x_D: torch.Tensor) -> torch.Tensor:
+        """Logits of hidden states (any leading shape): the LM head, or the tied embedding."""
+        return self.lm_head(x_D) if self.lm_head is not None else F.linear(x_D, self.embed.weight)
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for `batch` rows of up to `capacity` tokens (prompt + generation).
+        Raises `kv_cache.NoCachePath` naming the attention kind when it has no cache path."""
+        w = self.embed.weight
+        layers = [block.attn.kernel.new_cache(batch, capacity, w.dtype, w.device) for block in self.blocks]
+        return KVCache(layers, batch, capacity, w.device)
 
     @torch.no_grad()
     def probe(self, input_ids_BT: torch.Tensor) -> tuple[torch.Tensor, ProbeResult]:

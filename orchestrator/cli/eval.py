@@ -110,8 +110,9 @@ def run(args) -> int:
     from gatedmodels.typedconfig import ConfigError
 
     from ..data import DataUnavailable, build_trial_data
-    from ..evals.harness_data import base_task, data_problem
+    from ..evals.harness_data import base_task, data_problem, task_names
     from ..evals.suite import run_benchmarks
+    from ..spec.evaluation import cache_problem
 
     tasks = _checked_flags(args)
     harness = [t for t in tasks if t not in OWN]
@@ -130,6 +131,10 @@ def run(args) -> int:
             "need a text trial (allowed here: --tasks length)"
         )
     ev = cfg.eval
+    known = set(task_names())
+    generating = [f"--tasks {t}" for t in tasks if t == "ruler" or (t in known and getattr(base_task(t), "kind", "") == "generate_until")]
+    if problem := cache_problem(cfg.model.attention.kind, generating):
+        raise UserError(f"{args.target}: model.attention.kind {problem}")
     for name in harness:  # before the weights are loaded
         task = base_task(name)
         problem = data_problem(name, ev.tasks.data, ev.tasks.paths.get(task.dataset) if task else None)

@@ -131,6 +131,7 @@ class Planned:
 def run(args) -> int:
     import os
 
+    from .plan_eval import EvalColumn
     from .run import resolve_uri
     from .sweepfile import load_and_expand, overrides_of
 
@@ -149,7 +150,8 @@ def run(args) -> int:
     measure_now = args.measure and not gpus
     cores, load = len(os.sched_getaffinity(0)), machine_load()
     slots = res.max_concurrent or max(1, int(cores // (res.cpus_per_worker * res.workers_per_trial)))
-    planned = plan_trials(spec, e, done, samples, measure_now=measure_now, cores=cores, load=load, slots=slots)
+    evals = EvalColumn(measure_now, threads=int(res.cpus_per_worker) or 1)
+    planned = plan_trials(spec, e, done, samples, measure_now=measure_now, cores=cores, load=load, slots=slots, evals=evals)
     n_left = print_plan(args, spec, e, planned, done, samples, gpus, measure_now)
     if planned.measured is not None:
         m = planned.measured
@@ -164,6 +166,8 @@ def run(args) -> int:
         )
         if note := load_note(cores, load):
             print(note)
+    for line in evals.lines(slots if measure_now else 1):
+        print(line)
     return 0
 
 
@@ -174,7 +178,7 @@ def _model_key(t) -> str:
     return json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
 
 
-def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cores: int, load: float, slots: int) -> Planned:
+def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cores: int, load: float, slots: int, evals=None) -> Planned:
     """Each trial's row (its axes, parameters, FLOPs with its samples, status) and, with
     `measure_now`, its time: the steps of each distinct model timed once."""
     res, out = spec.resources, Planned()
@@ -199,6 +203,8 @@ def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cor
             if t.config_hash not in done:
                 out.to_run += [one] * samples
             row["est. time"] = _duration(one.total())
+        if evals is not None:
+            row.update(evals.row(t.name, t.config, finished=t.config_hash in done))
         out.rows.append(row)
     return out
 

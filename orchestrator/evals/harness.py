@@ -11,9 +11,15 @@ trial's tokenizer, through the batched primitives in `lm`:
   multiple choice costs one row when the choices are single tokens. A context longer than
   `max_len` is cut from the left and BOS kept.
 - `loglikelihood_rolling`: disjoint rolling windows of `max_len` (the harness's
-  `get_rolling_token_windows`, BOS as the prefix token), summed.
-- `generate_until`: greedy decoding (no KV cache) until a stop string appears or `max_gen_toks`;
-  the text is cut before the first stop string, as the harness's HF model does.
+  `get_rolling_token_windows`, BOS as the prefix token), every document's windows scored in
+  one batched call, summed per document.
+- `generate_until`: greedy decoding with the KV cache (`lm.generate_requests`), batched and
+  length-sorted, each row stopping when a stop string appears in its text (`StopStrings`), at
+  EOS or after `max_gen_toks`; the text is cut before the first stop string, as the harness's HF
+  model does. A prompt longer than `max_len - max_gen_toks` is cut from the left, BOS kept.
+
+Inputs cut to `max_len` are counted (`harness/cut_contexts`) and logged, one line per request
+type, as the harness warns when it truncates.
 
 `run_tasks` loads the harness's own task definitions (prompts, few-shot selection, metrics,
 filters, standard errors and groups), points each at its offline data (`harness_data`), runs
@@ -33,9 +39,10 @@ from collections.abc import Callable
 from ..data.sources import DataUnavailable
 from ..data.tokenizers import Tokenizer
 from .harness_data import BPB_SUFFIX, base_task, locate
-from .lm import Model, greedy_generate, score_requests
+from .lm import Model, generate_requests, score_requests
 
 DEFAULT_MAX_GEN_TOKS = 256
+log = logging.getLogger(__name__)
 
 
 def _lm_base():
@@ -44,10 +51,39 @@ def _lm_base():
     return TemplateLM
 
 
+class StopStrings:
+    """`stop_when` of a generation: whether one of `until` appears in the new tokens' text. Only
+    the tail that can hold a new occurrence is decoded: a stop string of L bytes lies within the
+    last L tokens when every token is at least one byte (special tokens, which decode to nothing,
+    get 2 more tokens of margin, as the harness's own stop criterion has), so each step costs the
+    same however long the generation; the first occurrence is found at the step it appears."""
+
+    def __init__(self, tok: Tokenizer, until: tuple[str, ...]):
+        self.tok, self.until = tok, until
+        self.lookback = max((len(u.encode("utf-8")) for u in until), default=0) + 3
+
+    def __call__(self, ids: list[int]) -> bool:
+        if not self.until:
+            return False
+        text = self.tok.decode(ids[-self.lookback :])
+        return any(u in text for u in self.until)
+
+
 class GatesweepLM(_lm_base()):  # type: ignore[misc]
-    def __init__(self, model: Model, tokenizer: Tokenizer, *, max_len: int, batch_size: int):
+    def __init__(
+        self,
+        model: Model,
+        tokenizer: Tokenizer,
+        *,
+        max_len: int,
+        batch_size: int,
+        batch_tokens: int | None = None,
+        kv_cache: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ):
         super().__init__()
         self.model, self.tok, self.max_len, self.batch_size = model, tokenizer, max_len, batch_size
+        self.batch_tokens, self.kv_cache, self.progress = batch_tokens, kv_cache, progress
         self.n_cut = 0
         self.n_requests = 0
 
@@ -69,31 +105,44 @@ class GatesweepLM(_lm_base()):  # type: ignore[misc]
     def tok_decode(self, ids) -> str:
         return self.tok.decode(ids)
 
+    def _cut(self, n_cut: int, n: int, what: str) -> None:
+        """Count and log the inputs cut from the left to `max_len` (the harness warns per request)."""
+        self.n_cut += n_cut
+        if n_cut:
+            line = f"{n_cut} of {n} {what} longer than max_len {self.max_len} tokens: cut from the left, BOS kept"
+            log.warning(line)
+            if self.progress:
+                self.progress(f"harness: {line}")
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         bos = self.tok.bos_id
         pairs = [([bos, *ctx] if not ctx or ctx[0] != bos else list(ctx), list(cont)) for _, ctx, cont in requests]
         pairs = [(c, x) if x else (c[:-1], c[-1:]) for c, x in pairs]  # an empty continuation scores its last context token
-        scores, greedy, n_cut = score_requests(self.model, pairs, max_len=self.max_len, batch_size=self.batch_size)
-        self.n_cut += n_cut
+        scores, greedy, n_cut = score_requests(
+            self.model, pairs, max_len=self.max_len, batch_size=self.batch_size, batch_tokens=self.batch_tokens
+        )
+        self._cut(n_cut, len(pairs), "contexts")
         self.n_requests += len(pairs)
         return list(zip(scores, greedy))
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Every document's disjoint windows scored in one batched, length-sorted call, summed per document."""
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-        out = []
-        for req in requests:
+        windows, owner = [], []
+        for d, req in enumerate(requests):
             (text,) = req.args
-            windows = [
-                make_disjoint_window(w) for w in get_rolling_token_windows(self.tok_encode(text), self.prefix_token_id, self.max_len - 1, 1)
-            ]
-            scores, _, _ = score_requests(self.model, windows, max_len=self.max_len, batch_size=self.batch_size)
-            out.append(float(sum(scores)))
+            for w in get_rolling_token_windows(self.tok_encode(text), self.prefix_token_id, self.max_len - 1, 1):
+                windows.append(make_disjoint_window(w))
+                owner.append(d)
+        scores, _, _ = score_requests(self.model, windows, max_len=self.max_len, batch_size=self.batch_size, batch_tokens=self.batch_tokens)
+        out = [0.0] * len(requests)
+        for d, score in zip(owner, scores):
+            out[d] += score
         self.n_requests += len(requests)
         return out
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        out: list[str] = []
         groups: dict[tuple, list[int]] = {}
         for i, req in enumerate(requests):
             _, kwargs = req.args
@@ -105,28 +154,25 @@ class GatesweepLM(_lm_base()):  # type: ignore[misc]
         for (until, max_gen), idx in groups.items():
             max_gen = min(max_gen, self.max_len - 2)
             prompts = [[self.tok.bos_id, *self.tok_encode(requests[i].args[0])] for i in idx]
-
-            def stop_when(ids: list[int], until=until) -> bool:
-                return bool(until) and any(u in self.tok.decode(ids) for u in until)
-
-            stop_ids = [self.tok.eos_id] if self.tok.eos_id is not None else []
-            gens = greedy_generate(
+            gens, n_cut = generate_requests(
                 self.model,
                 prompts,
                 max_new_tokens=max_gen,
                 max_len=self.max_len,
-                stop_ids=stop_ids,
-                stop_when=stop_when,
+                stop_ids=[self.tok.eos_id] if self.tok.eos_id is not None else [],
+                stop_when=StopStrings(self.tok, until),
                 batch_size=self.batch_size,
+                batch_tokens=self.batch_tokens,
+                kv_cache=self.kv_cache,
             )
+            self._cut(n_cut, len(prompts), "prompts")
             for i, ids in zip(idx, gens):
                 text = self.tok.decode(ids)
                 for u in until:
                     text = text.split(u)[0]
                 results[i] = text
-        out = [results[i] for i in range(len(requests))]
         self.n_requests += len(requests)
-        return out
+        return [results[i] for i in range(len(requests))]
 
 
 def _gold_bpb_config(base_cfg: dict) -> dict:
@@ -219,6 +265,7 @@ def run_tasks(
     num_fewshot: int | None = None,
     max_len: int = 2048,
     batch_size: int = 16,
+    batch_tokens: int | None = None,
     data_root: str | None = None,
     paths: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -238,7 +285,7 @@ def run_tasks(
     loaded = load_tasks(names, num_fewshot=num_fewshot, data_root=data_root, paths=paths)
     for task in loaded["tasks"].values():
         task.set_fewshot_seed(seed=1234)
-    lm = GatesweepLM(model, tokenizer, max_len=max_len, batch_size=batch_size)
+    lm = GatesweepLM(model, tokenizer, max_len=max_len, batch_size=batch_size, batch_tokens=batch_tokens, progress=progress)
     with torch.random.fork_rng():
         torch.manual_seed(1234)
         results = evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=1000, log_samples=False, verbosity="WARNING")

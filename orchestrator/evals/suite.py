@@ -95,6 +95,7 @@ def run_benchmarks(
                 num_fewshot=t.num_fewshot,
                 max_len=t.max_len,
                 batch_size=t.batch_size,
+                batch_tokens=t.batch_tokens,
                 data_root=t.data,
                 paths=dict(t.paths),
                 progress=progress,

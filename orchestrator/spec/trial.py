@@ -24,7 +24,7 @@ from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, Limits, set_dotted, show
 from orchestrator.core.bounds import MAX_LEN
 from orchestrator.spec.data import DataConfig
-from orchestrator.spec.evaluation import EvalConfig
+from orchestrator.spec.evaluation import EvalConfig, cache_problem
 from orchestrator.spec.paths import resolve_value
 from orchestrator.spec.train import DeepSpeedConfig, TrainConfig
 
@@ -145,6 +145,8 @@ class TrialConfig(Config):
             for path, on in text_only.items():
                 if on:
                     out.append(Issue(path, "needs a text data source with a tokenizer; bigram-backcopy has neither"))
+        if problem := cache_problem(self.model.attention.kind, self.eval):
+            out.append(Issue("model.attention.kind", problem))
         return out
 
     def config_hash(self) -> str:
