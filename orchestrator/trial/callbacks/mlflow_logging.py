@@ -82,7 +82,7 @@ class MLflowLogging(Callback):
         else:
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
             # the numeric environment once it is known whether this run continues a checkpoint
-            self.before = self.logger.client.get_run(self.run_id).data.tags
+            self.before = self.logger.existing_tags
             self.logger.set_tags({k: v for k, v in tags.items() if k not in (names.NUMERICS_TAG, names.NUMERICS_KEY_TAG)})
         self.logger.client.update_run(self.run_id, status="RUNNING")
         record = {"run_id": self.run_id, "config_hash": cfg.config_hash(), "experiment": ctx.experiment}
