@@ -110,6 +110,9 @@ class Comparison:
     """`dashboards.interactions.Interaction`s: each arm's Δ at every level of each other axis."""
     ladder: Any = None
     """A ladder sweep's fits and multipliers (`orchestrator.ladder.section.LadderReport`), set by the report."""
+    environments: list = field(default_factory=list)
+    """`dashboards.environments.Environment`s: the numeric environments the counted runs were
+    trained under (the runs that recorded one)."""
 
     def axis_title(self, axis: str) -> str:
         """`train.lr`, or `train.lr (with train.grad_clip)` for a zipped group."""

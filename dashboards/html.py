@@ -42,6 +42,7 @@ from .cells import (
     status_counts,
 )
 from .comparison import Comparison
+from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
 
 Plots = Sequence[tuple[Path, str]]
@@ -297,6 +298,31 @@ def _unfinished(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     return parts
 
 
+def _environments(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
+    """The numeric environments, when the counted runs come from more than one."""
+    note = mixed_note(comp.environments)
+    if not note:
+        return []
+    rows = [
+        (
+            "",
+            [
+                ("", esc(env.label), ""),
+                ("", f"<code>{esc(env.key)}</code>", ""),
+                ("num", str(len(env.runs)), ""),
+                ("", esc(run_list(env.runs)), ""),
+            ],
+        )
+        for env in comp.environments
+    ]
+    return [
+        '<section id="numerics"><h2>Numeric environments</h2>',
+        f"<p>{esc(note[0].upper() + note[1:])}.</p>",
+        _table(["environment", "key", "runs", "names"], rows, "table-numerics"),
+        "</section>",
+    ]
+
+
 def _plots(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
     """The plots, embedded."""
     parts: list[str] = []
@@ -326,6 +352,7 @@ HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _interactions,
     _effects,
     _unfinished,
+    _environments,
     _ladder,
     _plots,
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import ladder
 from .comparison import Comparison, Row
+from .environments import mixed_note
 from .seedstats import Delta, Stat
 
 SCHEMA = "gatesweep.report/1"
@@ -100,6 +101,8 @@ def report_document(comp: Comparison) -> dict:
         },
         "unfinished": [{"name": r.name, "run_id": r.run_id, "state": r.state, "reason": r.reason} for r in comp.unfinished],
         "superseded": [{"name": r.name, "run_id": r.run_id, "state": r.state} for r in comp.superseded],
+        "numerics": [{"key": e.key, "label": e.label, "runs": e.runs} for e in comp.environments],
+        "numerics_note": mixed_note(comp.environments),
         "ladder": None,
     }
     if getattr(comp, "ladder", None) is not None:

@@ -45,6 +45,7 @@ from gatedmodels.typedconfig import did_you_mean
 
 from .baseline import resolve_baseline
 from .comparison import Comparison, Effect, Row
+from .environments import environments
 from .interactions import interactions
 from .levels import BASELINE_VALUES, level_order, sort_value
 from .metrics import UNIFORM_FIRST_TOKEN, MetricSpec, choose
@@ -155,6 +156,7 @@ def compare(sweep: SweepRuns, metrics: list[str] | None = None, baseline: dict[s
         uniform_first_token=(sum(uniform) / len(uniform)) if uniform else None,
         n_tests=len(tests),
         baseline_text=", ".join([BASELINE_TEXT, *(f"{k}={v}" for k, v in (baseline or {}).items())]),
+        environments=environments(r for row in rows for r in row.counted.values()),
     )
 
 

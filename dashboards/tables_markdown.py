@@ -29,6 +29,7 @@ from .cells import (
     seeds_legend,
 )
 from .comparison import Comparison
+from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
 
 
@@ -179,6 +180,12 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
     if comp.superseded:
         title = "## Superseded runs (another run of the same seed cell counts)"
         blocks.append([title, "", *_md_table(*problem_cells(comp, comp.superseded))])
+    note = mixed_note(comp.environments)
+    if note:
+        body = [[env.label, env.key, str(len(env.runs)), run_list(env.runs)] for env in comp.environments]
+        blocks.append(
+            ["## Numeric environments", "", note[0].upper() + note[1:] + ".", "", *_md_table(["environment", "key", "runs", "names"], body)]
+        )
     return _joined(blocks)
 
 

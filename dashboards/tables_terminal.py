@@ -26,6 +26,7 @@ from .cells import (
     seeds_cell,
 )
 from .comparison import Comparison
+from .environments import mixed_note
 from .metrics import axis_text, fmt
 
 
@@ -176,4 +177,10 @@ def _problem_lines(comp: Comparison, width: int) -> list[str]:
             + "); listed in report.md"
         )
         out += [""] + textwrap.wrap(text, width)
+    note = mixed_note(comp.environments)
+    if note:
+        out += [""] + textwrap.wrap(f"numerics: {note}", width)
+        for env in comp.environments:
+            text = f"{len(env.runs)} run(s), {env.key}: {printable(env.label)}"
+            out += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ")
     return out

@@ -295,6 +295,11 @@ class LatentSoftmax(Softmax):
         self.d = cfg.head_dim + cfg.attention.mla_rope_dim
         self.scale = 1.0 / math.sqrt(self.d)
 
+    @classmethod
+    def has_cache_path(cls) -> bool:
+        """Softmax's `attend` would serve, but MLA's layer caches no latent yet (`gatedmodels.mla`)."""
+        return False
+
 
 #: the registry: attention kind -> module factory
 ATTENTION_KINDS: dict[str, Callable[[ModelConfig], AttentionKind]] = {

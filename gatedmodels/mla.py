@@ -70,7 +70,12 @@ class LatentAttention(nn.Module):
         nope, pos = x_BTHe.split([self.d, self.r], dim=-1)
         return torch.cat([nope, self.rotary(pos)], dim=-1)
 
-    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None) -> torch.Tensor:
+    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None, cache=None, step=None) -> torch.Tensor:
+        """`cache`/`step`: the block's generation interface; MLA has no cache path yet (its kind is
+        not in `KV_CACHE_KINDS`, so a generating trial is refused at validation), so a cache here
+        is a programming error, not a silent full recompute."""
+        if cache is not None or step is not None:
+            raise NotImplementedError("multi-head latent attention has no KV-cache path yet (KV_CACHE_KINDS)")
         B, T, _ = x_BTD.shape
         gates = self.gates
         c_q, c_kv, k_rope_BTr, scores_BTS = self.wqkv(x_BTD).split(self.split, dim=-1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from . import inputs, names, views
 from .logger import MAX_PARAM_LEN, RunLogger, StoreCalls
-from .provenance import git_state, package_versions
+from .provenance import git_state, numerics, numerics_key, numerics_label, numerics_tags, package_versions
 from .state import STATES, RunState, run_outcome, run_state
 from .store import (
     PAGE,
@@ -60,6 +60,10 @@ __all__ = [
     "git_state",
     "inputs",
     "names",
+    "numerics",
+    "numerics_key",
+    "numerics_label",
+    "numerics_tags",
     "package_versions",
     "quoted",
     "redact_uri",

@@ -99,6 +99,8 @@ class RunLogger(StoreCalls):
         self._call(lambda: found.append(self.client.get_run(run_id)))
         run = found[-1]
         self.existing_params = dict(run.data.params)
+        self.existing_tags = dict(run.data.tags)
+        """The run's tags when this logger opened it (a reopened run's earlier record)."""
         self.logged_until = {key: self._max_step(key) for key in run.data.metrics}
 
     def _max_step(self, key: str) -> int:

@@ -7,7 +7,7 @@ Tags of a sweep's **parent run**: `KIND_TAG = SWEEP_KIND`, `SWEEP_TAG`, `DRIVER_
 `TRACKING_URI_TAG`, `COUNTS_TAG` (at the end) and `REASON_TAG` (when the sweep itself failed);
 its params are the `SWEEP_*_PARAM`s. Tags of a **trial's run**: `KIND_TAG = TRIAL_KIND`, `PARENT_TAG`, `SWEEP_TAG`,
 `CONFIG_HASH_TAG`, `TRIAL_NAME_TAG`, one `axis_tag(path)` per varying axis, the trial's own
-(`RUN_DIR_TAG`, `GATE_TAG`, `TASK_TAG`, `HOST_TAG`, `PID_TAG`, `DEEPSPEED_TAG`, ...), and how it
+(`RUN_DIR_TAG`, `GATE_TAG`, `TASK_TAG`, `HOST_TAG`, `PID_TAG`, `NUMERICS_TAG`, `DEEPSPEED_TAG`, ...), and how it
 ended (`OUTCOME_TAG`, with `REASON_TAG` or `STOPPED_TAG`: see `orchestrator.tracking.outcomes`).
 A finished run that a later sweep reused carries `also_in_tag(sweep) = <that sweep's parent id>`.
 Every trial run of a launch, its own and the ones it reused, carries `member_tag(sweep) = <the
@@ -55,6 +55,12 @@ HOST_TAG = "gatesweep.host"
 PID_TAG = "gatesweep.pid"
 DEEPSPEED_TAG = "gatesweep.deepspeed"
 """The DeepSpeed config the engine was built with (JSON)."""
+NUMERICS_TAG = "gatesweep.numerics"
+"""What decides the trial's floating-point rounding besides its config and seed (JSON: processor,
+the instruction set of torch's CPU kernels, threads, torch and its BLAS, the GPU and its math
+settings, the environment variables that change them; `orchestrator.trial.numerics`)."""
+NUMERICS_KEY_TAG = "gatesweep.numerics_key"
+"""A short hash of `NUMERICS_TAG`: runs of one config and seed with equal keys repeat bit for bit."""
 RESUMED_FROM_TAG = "gatesweep.resumed_from_step"
 EVAL_WARNINGS_TAG = "gatesweep.eval_warnings"
 """Set when an evaluation's probe tensors held NaN or inf (its probe metrics are NaN): which, at which step."""

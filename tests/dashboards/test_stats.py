@@ -3,6 +3,7 @@ with a failed, a running and a superseded run; Optuna axes recovered from params
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -300,3 +301,59 @@ def test_every_terminal_table_that_abbreviates_has_a_legend_under_it():
     for i in headers:
         block = lines[i : lines.index("", i) if "" in lines[i:] else len(lines)]
         assert any(line.startswith("Columns:") and "F-Attn = first_token_attn" in line for line in block), lines[i]
+
+
+def _tagged(runs: list[RunRecord], key_of) -> list[RunRecord]:
+    for r in runs:
+        key = key_of(r)
+        if key is not None:
+            desc = {"cpu": f"CPU {key}", "cpu_isa": "AVX2" if key == "b" else "AVX512", "threads": 1, "torch": "2.13.0"}
+            r.tags.update({"gatesweep.numerics": json.dumps(desc), "gatesweep.numerics_key": key})
+    return runs
+
+
+def test_runs_from_two_numeric_environments_are_named_in_every_format():
+    """Counted runs under two environments (the G1 arm trained elsewhere; the superseded and the
+    unfinished runs under a third, which does not count): a note in every text format and the
+    environments in the JSON."""
+    from dashboards import html
+    from dashboards.report_json import report_document
+
+    runs = _tagged(design(), lambda r: "c" if r.run_id in ("r090", "r091", "r092") else "b" if r.name.startswith("G1") else "a")
+    comp = compare(sweep_of(runs))
+    assert [(e.key, len(e.runs)) for e in comp.environments] == [("a", 6), ("b", 6)]
+    assert comp.environments[1].label == "CPU b, AVX2, 1 thread, torch 2.13.0"
+    assert "numerics: the counted runs were trained under 2 numeric environments" in tables.terminal(comp, width=100)
+    assert "CPU b, AVX2" in tables.terminal(comp, width=100)
+    md = tables.markdown(comp)
+    assert "## Numeric environments" in md and "| CPU a, AVX512, 1 thread, torch 2.13.0 | a " in md
+    page = html.render(comp)
+    assert 'id="table-numerics"' in page and "CPU b, AVX2" in page
+    doc = report_document(comp)
+    assert [e["key"] for e in doc["numerics"]] == ["a", "b"] and "2 numeric environments" in doc["numerics_note"]
+    assert doc["numerics"][1]["runs"] == sorted(r.name for r in runs if r.name.startswith("G1"))
+
+
+def test_one_numeric_environment_or_none_recorded_adds_no_note():
+    from dashboards import html
+    from dashboards.report_json import report_document
+
+    for key_of in (lambda r: "a", lambda r: None, lambda r: "a" if r.run_id != "r001" else None):
+        comp = compare(sweep_of(_tagged(design(), key_of)))
+        assert len(comp.environments) <= 1
+        assert "numerics" not in tables.terminal(comp) and "Numeric environments" not in tables.markdown(comp)
+        assert "table-numerics" not in html.render(comp) and report_document(comp)["numerics_note"] is None
+
+
+def test_a_run_resumed_under_another_environment_is_a_note_on_its_own():
+    runs = _tagged(design(), lambda r: "a+b" if r.run_id == "r001" else "a")
+    a, b = ({"cpu": c, "cpu_isa": "AVX2", "threads": 1, "torch": "2.13.0"} for c in "AB")
+    runs[0].tags["gatesweep.numerics"] = json.dumps({"mixed": [a, b]})
+    comp = compare(sweep_of(runs))
+    assert [e.key for e in comp.environments] == ["a", "a+b"]
+    assert (
+        comp.environments[1].label
+        == "resumed under another environment: A, AVX2, 1 thread, torch 2.13.0; then B, AVX2, 1 thread, torch 2.13.0"
+    )
+    only = compare(sweep_of([r for r in runs if r.run_id == "r001"]))
+    assert "numerics: the counted runs were trained under 1 numeric environment " in tables.terminal(only, width=200)

@@ -76,7 +76,7 @@ def assert_cached_logits_match(model: GatedTransformer, batch: list[list[int]], 
 
 
 @pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("kind", ATTENTION_KINDS)
+@pytest.mark.parametrize("kind", KV_CACHE_KINDS)
 def test_cached_equals_uncached_for_every_kind_and_gate(kind, position):
     model = build(kind, position)
     batch = prompts()
@@ -105,7 +105,7 @@ OPTIONS = {
 
 
 # each option with one kind, the kinds taken in turn (every kind x gate position is above)
-PAIRS = [(option, ATTENTION_KINDS[i % len(ATTENTION_KINDS)]) for i, option in enumerate(OPTIONS)]
+PAIRS = [(option, KV_CACHE_KINDS[i % len(KV_CACHE_KINDS)]) for i, option in enumerate(OPTIONS)]
 PAIRS = [(o, "softpick" if o == "G1 rmsnorm control" and k in ("softmax1", "learned_sink", "key_bias") else k) for o, k in PAIRS]
 
 
@@ -198,3 +198,22 @@ def test_the_declared_cache_kinds_are_the_kinds_with_a_cache_path():
     """`KV_CACHE_KINDS` (torch-free, read at validation) says what the modules implement."""
     assert set(KV_CACHE_KINDS) == {name for name, cls in REGISTRY.items() if isinstance(cls, type) and cls.has_cache_path()}
     assert set(KV_CACHE_KINDS) <= set(ATTENTION_KINDS)
+    assert set(ATTENTION_KINDS) - set(KV_CACHE_KINDS) == {"mla"}  # its latent cache is a follow-up
+
+
+def test_a_kind_without_a_cache_path_refuses_a_cache_instead_of_recomputing():
+    cfg = ModelConfig(
+        vocab_size=64,
+        d_model=32,
+        n_layers=1,
+        n_heads=2,
+        n_kv_heads=2,
+        head_dim=16,
+        ffn_dim=64,
+        max_seq_len=32,
+        qk_norm=False,
+        attention={"kind": "mla", "mla_q_rank": 16, "mla_kv_rank": 16, "mla_rope_dim": 8},
+    )
+    model = GatedTransformer(cfg).eval()
+    with pytest.raises(NotImplementedError, match="KV_CACHE_KINDS"):
+        model.blocks[0].attn(torch.zeros(1, 3, 32), None, object(), object())

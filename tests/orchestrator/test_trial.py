@@ -116,3 +116,39 @@ def test_gqa_text_trial_with_zero_stage_and_grad_accum(tmp_path, tracking_uri):
     assert result.steps == 6
     assert 1.0 < result.metrics["val_bpb"] < 9.0  # byte-level: bits per byte of English text, untrained
     assert "bbc/trigger_loss" not in result.metrics
+
+
+TIMING = ("tokens_per_s", "_time_s", "first_step_s", "train_time_s", "system/")
+"""Metrics that measure the machine, not the model: the only ones two runs may differ in."""
+
+
+def every_point(client, run_id) -> dict[tuple[str, int], float]:
+    keys = [k for k in client.get_run(run_id).data.metrics if not any(t in k for t in TIMING)]
+    return {(k, m.step): m.value for k in keys for m in client.get_metric_history(run_id, k)}
+
+
+@pytest.mark.slow
+def test_the_same_config_and_seed_repeat_bit_for_bit(tmp_path, tracking_uri):
+    """docs/training.md, Repeatability: on one machine and software, a trial's every logged point
+    (losses, gradient norms, evaluations, probes) and its weights are equal bit for bit on a second
+    run, here a text trial whose data come from the token cache the first run built; both runs
+    record the same numeric environment, with the thread count the trial set."""
+    import torch
+
+    c = TrialConfig.from_dict(
+        {
+            "model": {"size": "tiny", "gate": {"position": "G1"}},
+            "data": {"source": "shakespeare", "seq_len": 32, "max_chars": 300_000},
+            "train": {"steps": 12, "batch_size": 4, "eval_every": 6, "log_every": 1, "warmup_steps": 2, "threads": 1},
+            "eval": {"batches": 2, "batch_size": 4, "probe_sequences": 2},
+        }
+    )
+    client = MlflowClient(tracking_uri)
+    a, b = (run_trial(c, TrialContext(run_dir=tmp_path / d, tracking_uri=tracking_uri)) for d in "ab")
+    pa, pb = every_point(client, a.run_id), every_point(client, b.run_id)
+    assert len(pa) > 12 * 3 and {("val_loss", 6), ("val_loss", 12), ("train/loss", 1), ("first_token_attn", 12)} <= set(pa)
+    assert pa == pb, {k: (pa.get(k), pb.get(k)) for k in set(pa) | set(pb) if pa.get(k) != pb.get(k)}
+    wa, wb = (torch.load(tmp_path / d / "model.pt", weights_only=True)["model"] for d in "ab")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ta, tb = (client.get_run(r.run_id).data.tags for r in (a, b))
+    assert ta["gatesweep.numerics_key"] == tb["gatesweep.numerics_key"] and json.loads(ta["gatesweep.numerics"])["threads"] == 1

@@ -17,7 +17,7 @@ import socket
 
 from orchestrator import storage
 from orchestrator.storage.retry import retried
-from orchestrator.tracking import RunLogger, git_state, inputs, names, package_versions, redact_uri
+from orchestrator.tracking import RunLogger, git_state, inputs, names, numerics, numerics_tags, package_versions, redact_uri
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG
 from orchestrator.trial.callbacks.base import Callback
 from orchestrator.trial.system_metrics import SystemMetrics
@@ -25,7 +25,8 @@ from orchestrator.trial.system_metrics import SystemMetrics
 
 def run_tags(cfg, ctx) -> dict:
     """What a trial's run is tagged with when it opens: config hash, folder, gate, task, host and
-    process, package versions, the git state, and the launcher's tags."""
+    process, the numeric environment (after the trial set its threads), package versions, the git
+    state, and the launcher's tags."""
     return {
         names.KIND_TAG: names.TRIAL_KIND,
         names.CONFIG_HASH_TAG: cfg.config_hash(),
@@ -34,6 +35,7 @@ def run_tags(cfg, ctx) -> dict:
         names.TASK_TAG: cfg.data.source,
         names.HOST_TAG: socket.gethostname(),
         names.PID_TAG: os.getpid(),
+        **numerics_tags(numerics()),
         **{f"version.{k}": v for k, v in package_versions().items()},
         **git_state(),
         **ctx.tags,
@@ -68,6 +70,8 @@ class MLflowLogging(Callback):
         self.run_id: str | None = ctx.run_id
         self.trainer = None
         self.system: SystemMetrics | None = None
+        self.before: dict[str, str] | None = None
+        """A reopened run's tags before this process touched them."""
 
     def open(self) -> str:
         cfg, ctx = self.cfg, self.ctx
@@ -78,7 +82,9 @@ class MLflowLogging(Callback):
             self.run_id = self.logger.run_id
         else:
             self.logger = RunLogger(ctx.tracking_uri, self.run_id)
-            self.logger.set_tags(tags)
+            # the numeric environment once it is known whether this run continues a checkpoint
+            self.before = self.logger.existing_tags
+            self.logger.set_tags({k: v for k, v in tags.items() if k not in (names.NUMERICS_TAG, names.NUMERICS_KEY_TAG)})
         self.logger.client.update_run(self.run_id, status="RUNNING")
         # the store too (credentials redacted), so that commands on the trial's folder log where its run is
         record = {
@@ -112,6 +118,10 @@ class MLflowLogging(Callback):
         self.trainer = trainer
 
     def after_resume(self, trainer) -> None:
+        """A run that continues a checkpoint made under another numeric environment is marked mixed;
+        one that starts over (a retry before its first checkpoint) is this environment's."""
+        if self.before is not None:
+            self.logger.set_tags(numerics_tags(numerics(), self.before if trainer.resumed_from else None))
         if trainer.resumed_from:
             self.logger.set_tags({names.RESUMED_FROM_TAG: trainer.resumed_from})
 
