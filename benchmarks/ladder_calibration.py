@@ -45,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replicates", type=int, default=REPLICATES)
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--only", help="run the settings whose key contains this text (e.g. 4x3)")
+    p.add_argument("--markdown", type=Path, help="print the table of a stored JSON (docs/ladder.md's) and run nothing")
     args = p.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     out: dict = {"ladders": args.ladders, "replicates": args.replicates, "settings": {}}
     for s in settings():
         if args.only and args.only not in key(s):
@@ -75,6 +79,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def markdown(doc: dict) -> str:
+    """The calibration table: per setting, the coverage of the per-rung intervals (lowest and
+    highest over the rungs), of the joint and the target multiplier, false verdicts (m = 1) or the
+    joint verdict's power (m > 1), the rollout flags."""
+    lines = [
+        "| setting | per-rung coverage (min–max) | joint | target | false verdicts (m = 1) / power (m > 1) | rollout flagged |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in doc["settings"].values():
+        cov = row["coverage"]
+        rungs = [v for k, v in cov.items() if k.startswith("r")]
+        verdict = f"{row['false_verdicts']:.1%}" if row["false_verdicts"] is not None else f"power {row['detected']['joint']:.0%}"
+        lines.append(
+            f"| {row['label']} | {min(rungs):.1%}–{max(rungs):.1%} | {cov['joint']:.1%} | {cov['target']:.1%} | {verdict} | {row['rollout_flags']:.1%} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
