@@ -6,7 +6,7 @@ how often the 95% intervals cover the true multiplier (per rung, joint, at the t
 ladder whose variant is worth exactly 1x says "helps" or "hurts" anywhere (family-wise), and how
 often a real gain is detected. Several points per run (WSD-S) are the last settings.
 
-    .venv/bin/python benchmarks/ladder_calibration.py                  # 500 ladders per setting (~1-2 h on 2 cores)
+    .venv/bin/python benchmarks/ladder_calibration.py                  # 500 ladders per setting (~2-3 h on 2 cores; the docs' 200 took ~70 min)
     .venv/bin/python benchmarks/ladder_calibration.py --ladders 40     # a quick look
     .venv/bin/python benchmarks/ladder_calibration.py --json docs/results/ladder-calibration.json
 

@@ -1,4 +1,4 @@
-"""The calibration figures docs/ladder.md states (`benchmarks/ladder_calibration.py`, 500 synthetic
+"""The calibration figures docs/ladder.md states (`benchmarks/ladder_calibration.py`, 200 synthetic
 ladders per setting, stored in docs/results/ladder-calibration.json) stay true of the code: a fast
 subset of the same settings, rerun here, agrees with them within their binomial error, and meets
 the goals where the stored figures say it does."""
