@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 # Loopback only by default: telemetry off (RAY_USAGE_STATS_ENABLED=0, MLFLOW_DISABLE_TELEMETRY=true,
 # DO_NOT_TRACK=1 as defaults, before anything imports mlflow or starts Ray) and no cloud-metadata
-# probe from a local Ray head. See orchestrator/netpolicy.py.
-from . import netpolicy as _netpolicy
+# probe from a local Ray head. See orchestrator/runtime/netpolicy.py.
+from .runtime import netpolicy as _netpolicy
 
 _netpolicy.install()

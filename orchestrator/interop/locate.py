@@ -91,7 +91,8 @@ MAX_CONFIG_BYTES = 16 << 20
 
 def bounded_text(path: Path, what: str, max_bytes: int) -> str:
     """The UTF-8 text of a regular file of at most `max_bytes`, or InteropError naming it."""
-    from orchestrator.spec.files import UserError, read_text
+    from orchestrator.core.errors import UserError
+    from orchestrator.spec.files import read_text
 
     try:
         return read_text(path, what=what, max_bytes=max_bytes)
@@ -351,7 +352,8 @@ def _restore_exact(cfg: ModelConfig, meta: Any, notes: list[str]) -> ModelConfig
 
 
 def load_gatesweep_export(folder: Path) -> Loaded:
-    from orchestrator.spec.files import UserError, load_yaml
+    from orchestrator.core.errors import UserError
+    from orchestrator.spec.files import load_yaml
 
     try:
         data = load_yaml(folder / GATESWEEP_CONFIG)

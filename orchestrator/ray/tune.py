@@ -10,7 +10,7 @@ from pathlib import Path
 from ray import tune
 from ray.tune import Callback
 
-from orchestrator import metrics
+from orchestrator.core import metrics
 from orchestrator.ray.payload import TrialPayload
 
 

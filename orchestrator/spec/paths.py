@@ -185,7 +185,8 @@ def _corpus_problem(path: Path, suffixes: tuple[str, ...], max_entries: int = 10
 
 
 def _tokenizer_file_problem(path: str) -> str | None:
-    from orchestrator.spec.files import UserError, read_text
+    from orchestrator.core.errors import UserError
+    from orchestrator.spec.files import read_text
 
     try:
         data = json.loads(read_text(path, what="tokenizer.json", max_bytes=256 * 1024 * 1024))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from gatedmodels.typedconfig import did_you_mean, show
-from orchestrator import metrics
+from orchestrator.core import metrics
 from orchestrator.spec.trial import TrialConfig
 
 # What a trial reports to Ray Tune: a scheduler (ASHA) or a search (Optuna) must compare a metric every
-# result has. From the registry (orchestrator/metrics.py), by when trials report them and which do:
+# result has. From the registry (orchestrator/core/metrics.py), by when trials report them and which do:
 REPORTED_METRICS = metrics.names(when="eval", needs="")
 """At every evaluation and in the final result, by every trial."""
 GATE_METRICS = metrics.names(when="eval", needs="gate")

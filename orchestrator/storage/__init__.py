@@ -20,7 +20,7 @@ the one storage API every room uses (a leaf: it imports no other gatesweep packa
 from .atomic import publish_folder, remove_leftovers, write_bytes, write_json, write_stream, write_text
 from .errors import BadLocation, Damaged, NotAStore, StoreUnreachable, UnsafeName
 from .location import Location
-from .locks import FileLock, describe_holder, pid_alive
+from .locks import FileLock, describe_holder
 from .retry import retried
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "StoreUnreachable",
     "UnsafeName",
     "describe_holder",
-    "pid_alive",
     "publish_folder",
     "remove_leftovers",
     "retried",

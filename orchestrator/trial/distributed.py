@@ -83,7 +83,7 @@ def _single_process_group() -> dict[str, str | None]:
     import torch.distributed as dist
     from deepspeed.accelerator import get_accelerator
 
-    from orchestrator.netpolicy import loopback_interface
+    from orchestrator.runtime.netpolicy import loopback_interface
 
     backend = get_accelerator().communication_backend_name()
     if backend not in _LOOPBACK_IFNAME:
@@ -164,7 +164,7 @@ def _join_group(backend: str, addr: str, port: int, world_rank: int, world_size:
 
     import torch.distributed as dist
 
-    from orchestrator.netpolicy import is_loopback, loopback_interface
+    from orchestrator.runtime.netpolicy import is_loopback, loopback_interface
 
     global _STORE_FD
     if is_loopback(addr):

@@ -23,8 +23,8 @@ import psutil
 import pytest
 import yaml
 
-from orchestrator.netpolicy import TELEMETRY_ENV, is_loopback
 from orchestrator.ray.cluster import kill_processes, ray_processes
+from orchestrator.runtime.netpolicy import TELEMETRY_ENV, is_loopback
 
 pytestmark = pytest.mark.slow
 
@@ -253,7 +253,7 @@ def test_the_guard_skips_the_api_server_of_a_head_without_dashboard():
     off, and starts no process; the sweep test below proves no such process runs."""
     code = (
         "import json, orchestrator, ray._private.services as s\n"
-        "from orchestrator import netpolicy\n"
+        "from orchestrator.runtime import netpolicy\n"
         "netpolicy.require_ray_head_guard()\n"
         f"print(json.dumps(s.start_api_server{API_SERVER_ARGS}))"
     )
@@ -269,10 +269,10 @@ def test_a_ray_the_guard_was_not_written_for_fails_loudly():
     code = (
         "import json, ray, sys\n"
         "import ray._private.services as s\n"
-        "from orchestrator import netpolicy\n"
+        "from orchestrator.runtime import netpolicy\n"
         "from orchestrator.ray.cluster import RayCluster\n"
         "from orchestrator.spec.search import ResourcesConfig\n"
-        "from orchestrator.spec.files import UserError\n"
+        "from orchestrator.core.errors import UserError\n"
         "out = {}\n"
         "try:\n"
         f"    s.start_api_server{API_SERVER_ARGS}\n"
@@ -285,7 +285,7 @@ def test_a_ray_the_guard_was_not_written_for_fails_loudly():
         "out['initialized'] = ray.is_initialized()\n"
         "print(json.dumps(out))"
     )
-    prelude = "import orchestrator.netpolicy as n; n.RAY_GUARDED = '2.59.0'\n"  # before Ray is imported
+    prelude = "import orchestrator.runtime.netpolicy as n; n.RAY_GUARDED = '2.59.0'\n"  # before Ray is imported
     out = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)

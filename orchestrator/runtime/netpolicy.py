@@ -110,7 +110,7 @@ def _guard_problem(services) -> str | None:
         f"ray._private.services.start_api_server written for Ray {RAY_GUARDED}, and Ray {installed} is installed: "
         f"its head could probe cloud metadata (169.254.169.254, metadata.google.internal). Install "
         f"ray[tune,train]=={RAY_GUARDED}, or check the new Ray for a setting that stops UsageStatsHead's probe "
-        "and update orchestrator/netpolicy.py"
+        "and update orchestrator/runtime/netpolicy.py"
     )
 
 
