@@ -1,8 +1,10 @@
-"""The plots every room draws alike: the one figure style (`figure`: PNG via matplotlib's Agg
-backend, every text made printable) and what a sweep's comparison and one trial both draw
-(`draw`: loss curves, first-token attention, attention maps, gate histograms). Below the trial,
-the interop probe and the dashboards, which all draw with it; the report's own figures live in
-`dashboards.figures`."""
+"""The plots every room draws alike: one figure style, and what a sweep's report and one trial both draw.
+
+- `figure`: PNG via matplotlib's Agg backend, every text made printable, the DPI and colours;
+- `draw`: loss curves, first-token attention, attention maps, gate histograms.
+
+Below the trial, the interop probe and the dashboards, which all draw with it; the report's own
+figures (metric against axis, interactions, the ladder's) live in `dashboards.figures`."""
 
 from .draw import (
     LOW_GATE,

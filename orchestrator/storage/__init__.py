@@ -1,5 +1,7 @@
-"""Files that are whole or absent, one holder at a time, on a local disk and on an object store:
-the one storage API every room uses (a leaf: it imports no other gatesweep package).
+"""The one storage API: files whole or absent, one holder at a time, on a local disk and on an object store.
+
+Files that are whole or absent, one holder at a time, on a local disk and on an object store:
+the one storage API every room uses (it imports no other gatesweep package but `orchestrator.runtime`'s pid check).
 
 - `atomic`: `write_bytes` / `write_text` / `write_json` / `write_stream` replace a local file
   through a fsynced temporary sibling; `publish_folder` renames a folder built beside its place in.
