@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 
 from orchestrator import storage
+from orchestrator.core.errors import UserError
+from orchestrator.spec.files import read_text
 
 from .errors import InteropError
 
@@ -108,10 +110,8 @@ def copy_for_gatesweep(source: Path, dest: Path | None = None):
     tokenized with it are cached across runs (`orchestrator.data.prepare` keys them by name)."""
     import hashlib
 
-    from orchestrator.core.errors import UserError
     from orchestrator.data import DataUnavailable
     from orchestrator.data.tokenizers import build_tokenizer, cache_dir
-    from orchestrator.spec.files import read_text
 
     try:
         text = read_text(source, what="tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES)  # a regular file of bounded size

@@ -26,7 +26,9 @@ unless the user passes a non-loopback `--address` or tracking URI. Three things 
   is written for `RAY_GUARDED` only: with any other Ray, a head started from a gatesweep process
   fails with `RayGuardError` naming both versions, instead of probing silently
   (`require_ray_head_guard()` says so before `RayCluster` starts a local Ray). `import
-  orchestrator` installs the guard lazily (Ray is not imported until Ray itself is).
+  orchestrator` does not install the guard: the entry points that start a head do, explicitly
+  (`RayCluster.start` for a sweep's local Ray, `python -m orchestrator.runtime.ray_cli start
+  --head` for a cluster's head); a Ray worker starts no head and needs none.
 - the world-size-1 process group: see `orchestrator.trial.distributed` (an in-process store, gloo and
   NCCL on the loopback interface).
 """
@@ -181,8 +183,3 @@ def require_ray_head_guard() -> None:
     importlib.import_module(_SERVICES)  # runs the import hook if Ray is not imported yet
     if _problem is not None:
         raise RayGuardError(_problem)
-
-
-def install() -> None:
-    telemetry_off_by_default()
-    guard_ray_head()

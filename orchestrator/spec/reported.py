@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gatedmodels.typedconfig import did_you_mean, show
 from orchestrator.core import metrics
+from orchestrator.spec.evaluation import _set_name
 from orchestrator.spec.trial import TrialConfig
 
 # What a trial reports to Ray Tune: a scheduler (ASHA) or a search (Optuna) must compare a metric every
@@ -73,9 +74,6 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
             return f"it does not evaluate at length {length or '?'} with extension {extend or '?'} (eval.length)"
         if entry.name != "length_loss/" and cfg.data.source != "bigram-backcopy":
             return f"its data ({cfg.data.source}) is not bigram-backcopy, so it reports no {entry.name}..."
-    elif metric.startswith(("ppl/", "bpb/")):
-        from orchestrator.spec.evaluation import _set_name
-
-        if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
-            return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
+    elif metric.startswith(("ppl/", "bpb/")) and metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
+        return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
     return None
