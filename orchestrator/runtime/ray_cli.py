@@ -18,10 +18,9 @@ from orchestrator.runtime import netpolicy
 def main(argv: list[str] | None = None) -> int:
     """Ray's CLI on `argv` (default: this process's arguments) once the guard is installed."""
     netpolicy.guard_ray_head()
-    from ray.scripts.scripts import main as ray_main  # Ray's CLI, imported only when it runs
+    from ray.scripts.scripts import cli  # Ray's CLI (a click group), imported only when it runs
 
-    sys.argv = ["ray", *(sys.argv[1:] if argv is None else argv)]
-    return ray_main()
+    return cli.main(args=sys.argv[1:] if argv is None else argv, prog_name="ray")
 
 
 if __name__ == "__main__":
