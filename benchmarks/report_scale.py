@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import table
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.evals import probe_metrics as pm
 
 TRAIN_LOSS = registry.get("train/loss").name

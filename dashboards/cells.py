@@ -4,6 +4,8 @@ seeds-needed line of each comparison, state counts and the header lines."""
 
 from __future__ import annotations
 
+from orchestrator.core import metrics as registry
+
 from .comparison import Comparison
 from .metrics import FIRST_TOKEN, axis_text, decimals, fmt
 from .records import GATE_AXIS
@@ -231,7 +233,6 @@ NO_INTERVALS = "No intervals: one finished seed per configuration (an interval o
 def column_legend(comp: Comparison, *, labels: bool = True) -> str:
     """What each abbreviated column header stands for: the metrics' short labels (`labels`, the
     terminal's) and the axes' short names (`gate` for `model.gate`)."""
-    from orchestrator import metrics as registry
 
     parts = [f"{head} = {path}" for path, head in axis_headers(comp.axes).items() if head != path]
     for m in comp.metrics if labels else []:

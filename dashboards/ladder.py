@@ -15,13 +15,13 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from orchestrator import metrics as registry
-from orchestrator import plots
+from orchestrator.core import metrics as registry
 from orchestrator.ladder import section as sec
 from orchestrator.ladder.answers import REPLICATES
 from orchestrator.ladder.runs import RUNG_AXIS, Arm, Run, baseline_of, describe, run_from_metrics, unknown_keys
 from orchestrator.ladder.section import LadderReport, Lines, Table
 
+from . import figures
 from .comparison import Comparison, Row
 from .records import StoreError, finite
 
@@ -246,10 +246,10 @@ def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
             curve = None
             if law is not None and an.form == "L(C)":
                 curve = (law.E, law.A[0], law.alpha)
-            arms.append(plots.LadderArm(arm.label, pts, curve))
+            arms.append(figures.LadderArm(arm.label, pts, curve))
         made.append(
             (
-                plots.ladder_fits(arms, rep.target, out / LADDER_FITS, an.metric, f"{an.metric} against training compute"),
+                figures.ladder_fits(arms, rep.target, out / LADDER_FITS, an.metric, f"{an.metric} against training compute"),
                 f"{an.metric} of every cell (an arm at a rung{', and at each WSD-S decay' if an.form == 'L(N, D)' else ''}; geometric "
                 f"mean over seeds) against its training FLOPs (log-log), one colour per arm"
                 + ("; lines: each arm's fitted L(C) = E + A·C^-α" if an.form == "L(C)" else "")
@@ -272,7 +272,7 @@ def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
         if series:
             made.append(
                 (
-                    plots.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {an.baseline}"),
+                    figures.ladder_multipliers(series, out / LADDER_MULTIPLIERS, f"effective-compute multiplier vs {an.baseline}"),
                     f"Each arm's anchored effective-compute multiplier against {an.baseline} at its rungs ({an.metric}), with its 95% "
                     "band (paired bootstrap over seeds); above the dashed 1 the arm is worth more compute than it costs.",
                 )
@@ -293,7 +293,7 @@ def draw(rep: LadderReport, out: Path) -> list[tuple[Path, str]]:
     if panels:
         made.append(
             (
-                plots.ladder_trends(panels, out / LADDER_TRENDS),
+                figures.ladder_trends(panels, out / LADDER_TRENDS),
                 "The sink metrics at each rung (mean ± std over seeds) against compute: does the baseline's sink grow with "
                 "scale, and does the gated arm's stay away?",
             )

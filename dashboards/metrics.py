@@ -1,7 +1,7 @@
 """The report's metric columns: which MLflow metrics, in what order, which way is better, and how
 their numbers are printed.
 
-The metrics and their directions come from the registry, `orchestrator.metrics`. The default
+The metrics and their directions come from the registry, `orchestrator.core.metrics`. The default
 columns are its `headline` metrics, the paper's (REFERENCE §2-§3, Tables 1, 4 and 5):
 perplexity, MMLU, first-token attention (F-Attn), Gu et al.'s sink ratio, massive activations
 (M-Act), the mean gate score, loss spikes, throughput, and RULER averages per context length
@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from orchestrator import metrics as registry
-from orchestrator.metrics import Better as Direction
+from orchestrator.core import metrics as registry
+from orchestrator.core.metrics import Better as Direction
 
 DEFAULT_METRICS = registry.names("headline")
 DEFAULT_FAMILIES = registry.prefixes("headline")
@@ -67,7 +67,7 @@ def _length_label(text: str) -> str:
 
 def choose(present: Iterable[str], requested: list[str] | None = None) -> list[MetricSpec]:
     """The metric columns: `requested` in its order (whether or not logged: an absent one shows
-    as "–"), else the default columns of what some run logged (`orchestrator.metrics.default_columns`:
+    as "–"), else the default columns of what some run logged (`orchestrator.core.metrics.default_columns`:
     the same set as the end-of-sweep table's and `dashboards.results`')."""
     if requested:
         return [spec(k) for k in requested]

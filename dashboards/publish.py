@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.tracking import client, views
 
 
@@ -58,7 +58,7 @@ def config_key(label: str) -> str:
 
 def summary_metrics(comp) -> dict[str, float]:
     """`<metric>/<configuration>`: each configuration's mean over its finished seeds, for the
-    default columns (`orchestrator.metrics.default_columns`) and the runs table's metrics the
+    default columns (`orchestrator.core.metrics.default_columns`) and the runs table's metrics the
     trials logged."""
     logged = {k for row in comp.rows for r in row.counted.values() for k in r.metrics}
     keys = registry.default_columns(logged) + views.table_metrics(logged)

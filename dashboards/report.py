@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.storage import BadLocation, Location, pid_alive
+from orchestrator.runtime.pids import pid_alive
+from orchestrator.storage import BadLocation, Location
 from orchestrator.storage.owned import NotOurs
 from orchestrator.storage.owned import replace as replace_owned
 from orchestrator.tracking import names
@@ -250,6 +251,8 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
     """Draw every plot the data allows; return (path, caption) in report order."""
     from orchestrator import plots  # matplotlib: imported only when plots are drawn
 
+    from . import figures
+
     made: list[tuple[Path, str]] = []
     rows, note = plotted_rows(comp)
     labels = {id(r): r.label(comp.axes) for r in rows}
@@ -324,8 +327,8 @@ def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[tu
     made += layer_heatmaps.section(cl, comp, out, heat_rows, heat_note)
     if comp.ladder is not None:
         made += ladder.draw(comp.ladder, out)
-    made += _axis_plots(comp, out, plots)
-    made += _interaction_plots(comp, out, plots)
+    made += _axis_plots(comp, out, figures)
+    made += _interaction_plots(comp, out, figures)
     return made
 
 

@@ -24,7 +24,7 @@ are the launch's own runs and the finished runs it reused from earlier launches.
   (UTC timestamps) and `duration_s`;
 - the metrics, each `metrics.<name>` (so that no metric name can collide with another column):
   by default the one default set of the end-of-sweep table and the report
-  (`orchestrator.metrics.default_columns`); `metrics="all"` for every one, or a list of names;
+  (`orchestrator.core.metrics.default_columns`); `metrics="all"` for every one, or a list of names;
 - every resolved config field the trial logged, `config.<dotted path>`, typed;
 - `run_id`, `config_hash`, `reused` (finished in an earlier launch) and `parent_run_id`.
 
@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gatedmodels.typedconfig import ConfigError, did_you_mean
-from orchestrator.metrics import default_columns
+from orchestrator.core.metrics import default_columns
 from orchestrator.tracking import resolve_tracking_uri, sqlite_path
 from orchestrator.tracking.failures import store_failure, unreachable
 

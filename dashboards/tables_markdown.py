@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from orchestrator.printable import markdown_cell
+from orchestrator.core.printable import markdown_cell
 
 from . import ladder
 from .cells import (

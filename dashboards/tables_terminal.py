@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from orchestrator.printable import terminal as printable
+from orchestrator.core.printable import terminal as printable
 
 from . import ladder
 from .cells import (

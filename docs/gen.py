@@ -7,6 +7,8 @@
   parser (usage, description, every argument with its default and help).
 - `reference/shipped-sweeps.md`: the shipped sweep files, their trials and seeds from their
   expansion and the wall times measured for them (`docs/shipped_sweeps.py`, one place).
+- `architecture.md`, its generated blocks only: the tree of the packages and the import contracts
+  (`docs/architecture_gen.py`: package docstrings and pyproject.toml's `[tool.importlinter]`).
 
     .venv/bin/python docs/gen.py           # rewrite the pages
     .venv/bin/python docs/gen.py --check   # exit 1 naming the stale pages, writing nothing
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import re
 import sys
@@ -430,15 +433,18 @@ def cli_page() -> str:
 
 
 # ---- the pages --------------------------------------------------------------------------------
-def _shipped_module() -> types.ModuleType:
-    """docs/shipped_sweeps.py (the shipped sweeps' page and their measured wall times)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("docs_shipped_sweeps", DOCS / "shipped_sweeps.py")
+def _load(name: str, path: Path) -> types.ModuleType:
+    """A helper script of docs/ as a module (docs/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _shipped_module() -> types.ModuleType:
+    """docs/shipped_sweeps.py (the shipped sweeps' page and their measured wall times)."""
+    return _load("docs_shipped_sweeps", DOCS / "shipped_sweeps.py")
 
 
 def shipped_sweeps_page() -> str:
@@ -453,9 +459,24 @@ PAGES: dict[str, Callable[[], str]] = {
 """Generated page (relative to docs/) -> the function that writes it."""
 
 
+def _architecture_module() -> types.ModuleType:
+    """docs/architecture_gen.py (the generated blocks of the architecture page)."""
+    return _load("docs_architecture_gen", DOCS / "architecture_gen.py")
+
+
+BLOCK_PAGES: dict[str, Callable[[str], str]] = {
+    "architecture.md": lambda page: _architecture_module().rewrite(page),
+}
+"""Hand-written page with generated blocks (relative to docs/) -> the function that rewrites its blocks."""
+
+
 def pages(root: Path = DOCS) -> dict[Path, str]:
-    """Every generated page's path under `root` (the docs folder) and its text as the code makes it now."""
-    return {root / name: make() for name, make in PAGES.items()}
+    """Every generated page's path under `root` (the docs folder) and its text as the code makes it
+    now; a page with generated blocks keeps its hand-written text (it must exist)."""
+    made = {root / name: make() for name, make in PAGES.items()}
+    for name, rewrite in BLOCK_PAGES.items():
+        made[root / name] = rewrite((root / name).read_text(encoding="utf-8"))
+    return made
 
 
 def stale(root: Path = DOCS) -> list[Path]:

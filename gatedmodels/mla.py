@@ -39,6 +39,7 @@ from .attention_kinds import build_attention_kind
 from .config import ModelConfig
 from .costs import gate_score_features
 from .gates import build_gate_slots
+from .kv_cache import CacheStep, LayerCache
 from .layers import RMSNorm, Rotary
 from .probes import LayerProbe
 
@@ -70,7 +71,9 @@ class LatentAttention(nn.Module):
         nope, pos = x_BTHe.split([self.d, self.r], dim=-1)
         return torch.cat([nope, self.rotary(pos)], dim=-1)
 
-    def forward(self, x_BTD: torch.Tensor, rec: LayerProbe | None = None, cache=None, step=None) -> torch.Tensor:
+    def forward(
+        self, x_BTD: torch.Tensor, rec: LayerProbe | None = None, cache: LayerCache | None = None, step: CacheStep | None = None
+    ) -> torch.Tensor:
         """`cache`/`step`: the block's generation interface; MLA has no cache path yet (its kind is
         not in `KV_CACHE_KINDS`, so a generating trial is refused at validation), so a cache here
         is a programming error, not a silent full recompute."""

@@ -26,8 +26,8 @@ ros_python() {
     fi
 }
 
-# `ray` through `import orchestrator`: the head then makes no cloud-metadata probe (docs/reliability.md)
-ROS_RAY_MAIN='import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = "ray"; sys.exit(main())'
+# `ray` with gatesweep's head guard installed: the head makes no cloud-metadata probe (docs/reliability.md)
+ROS_RAY_MAIN=orchestrator.runtime.ray_cli
 
 ros_nodes() {
     scontrol show hostnames "${SLURM_JOB_NODELIST:?not inside a Slurm allocation (SLURM_JOB_NODELIST is unset)}"
@@ -78,7 +78,7 @@ ros_start_ray() {
     ros_say "Ray head on $head ($ROS_ADDRESS, $cpus CPU, $gpus GPU); ${#nodes[@]} node(s): ${nodes[*]}"
     # --overlap: the Ray steps share the allocation with the batch step that runs gatesweep
     srun --overlap --nodes=1 --ntasks=1 -w "$head" --kill-on-bad-exit=0 \
-        "$py" -c "$ROS_RAY_MAIN" start --head --block --node-ip-address "$ip" --port "$port" \
+        "$py" -m "$ROS_RAY_MAIN" start --head --block --node-ip-address "$ip" --port "$port" \
         --num-cpus "$cpus" --num-gpus "$gpus" --include-dashboard false --temp-dir "$temp" --disable-usage-stats &
     ROS_PIDS+=($!)
     ros_wait_nodes 1 "${GATESWEEP_RAY_START_TIMEOUT:-180}" "$!" || return 1
@@ -86,7 +86,7 @@ ros_start_ray() {
     for node in "${nodes[@]:1}"; do
         wip=$(ros_node_ip "$node")
         srun --overlap --nodes=1 --ntasks=1 -w "$node" --kill-on-bad-exit=0 \
-            "$py" -c "$ROS_RAY_MAIN" start --block --address "$ROS_ADDRESS" --node-ip-address "$wip" \
+            "$py" -m "$ROS_RAY_MAIN" start --block --address "$ROS_ADDRESS" --node-ip-address "$wip" \
             --num-cpus "$cpus" --num-gpus "$gpus" --temp-dir "$temp" --disable-usage-stats &
         ROS_PIDS+=($!)
     done

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from gatedmodels.typedconfig import ConfigError, Issue
-from orchestrator.printable import terminal
-from orchestrator.spec.files import UserError, load_yaml
+from orchestrator.core.errors import UserError
+from orchestrator.core.printable import terminal
+from orchestrator.spec.files import load_yaml
 
 
 def writable_dir(path: str | Path, flag: str) -> Path:

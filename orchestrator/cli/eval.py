@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import UserError, print_table, tracking_uri
+from orchestrator.core.errors import UserError
+
+from .common import print_table, tracking_uri
 
 OWN = ("ruler", "ppl", "length")
 MAX_RULER_SAMPLES = 100_000

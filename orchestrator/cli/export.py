@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import UserError, tracking_uri
+from orchestrator.core.errors import UserError
+
+from .common import tracking_uri
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

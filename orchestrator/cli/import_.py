@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import UserError
+from orchestrator.core.errors import UserError
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -19,12 +19,12 @@ import os
 import sys
 
 from gatedmodels.typedconfig import ConfigError
+from orchestrator.core.errors import UserError
 
 from .. import __version__
 from ..tracking.failures import store_failure
 from . import data, export, import_, plan, probe, report, resume, run, schema, train, ui, validate
 from . import eval as eval_
-from .common import UserError
 
 #: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`
 COMMANDS = {

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from .common import UserError, print_table
+from orchestrator.core.errors import UserError
+
+from .common import print_table
 from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
 from .sweepfile import add_override_options
 

@@ -16,7 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from .common import UserError, tracking_uri
+from orchestrator.core.errors import UserError
+
+from .common import tracking_uri
 
 PROBE_OF_TAG = "gatesweep.probe_of"
 """Tag of a probe's MLflow run: what it probed (a run id or a path)."""

@@ -20,7 +20,9 @@ import shutil
 import sys
 from collections.abc import Callable
 
-from .common import UserError, tracking_uri
+from orchestrator.core.errors import UserError
+
+from .common import tracking_uri
 
 
 def _table(report) -> str:

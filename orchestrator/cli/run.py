@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import UserError, tracking_uri, writable_dir
+from orchestrator.core.errors import UserError
+
+from .common import tracking_uri, writable_dir
 from .sweepfile import add_override_options
 
 CONFIRM_ABOVE = 500
@@ -127,7 +129,7 @@ def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
     """The comparison report and the parent's per-configuration metrics, after the launcher closed
     the parent run; False when a signal stopped it (the sweep's results are in the store)."""
     from dashboards.publish import publish
-    from orchestrator import signals
+    from orchestrator.runtime import signals
 
     print(f"building the report of sweep {name} (statistics, plots, report.html; Ctrl-C leaves the results in the store)…", flush=True)
     try:
@@ -186,8 +188,8 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
+    from orchestrator.core.printable import terminal
     from orchestrator.launch.summary import summary_rows
-    from orchestrator.printable import terminal
 
     from .common import print_table
 

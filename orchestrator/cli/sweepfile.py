@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 
 from gatedmodels.typedconfig import ConfigError
-
-from .common import UserError
+from orchestrator.core.errors import UserError
 
 
 def add_override_options(p) -> None:

@@ -13,7 +13,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from .common import UserError, config_error, load_yaml, print_table, tracking_uri, writable_dir
+from orchestrator.core.errors import UserError
+
+from .common import config_error, load_yaml, print_table, tracking_uri, writable_dir
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

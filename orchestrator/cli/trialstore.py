@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gatedmodels.typedconfig import ConfigError
+from orchestrator.core.errors import UserError
 
-from .common import UserError, tracking_uri
+from .common import tracking_uri
 
 RUN_RECORD = "run.json"
 MAX_RECORD_BYTES = 1 << 20

@@ -24,7 +24,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .common import UserError, tracking_uri
+from orchestrator.core.errors import UserError
+
+from .common import tracking_uri
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 120.0

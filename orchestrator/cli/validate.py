@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import UserError, load_yaml
+from orchestrator.core.errors import UserError
+
+from .common import load_yaml
 from .sweepfile import add_override_options
 
 

@@ -1,4 +1,6 @@
-"""Trial data: `build_trial_data(cfg.data, seed)` returns an object with
+"""Trial data: sources, documents, the token cache, shards, shuffling, text windows and tokenizers.
+
+Trial data: `build_trial_data(cfg.data, seed)` returns an object with
 
 - `vocab_size`, `bos_id`, `token_bytes` (UTF-8 bytes per token id, for bits per byte);
 - `train_batch(step, batch, rank, world)`: (batch, seq_len + 1) token ids, BOS first, a pure

@@ -1,4 +1,6 @@
-"""Downstream evaluations of a trained model: lm-evaluation-harness tasks (`harness`: the model
+"""Downstream evaluations of a trained model: harness tasks, RULER-style long context, held-out perplexity, probes.
+
+Downstream evaluations of a trained model: lm-evaluation-harness tasks (`harness`: the model
 as a harness LM and the runner; `harness_data`: the tasks' offline data), a RULER-style synthetic
 long-context suite (`ruler`), held-out perplexity (`heldout`), and the language-model primitives
 they share (`lm`); `mmlu_subjects` names MMLU's 57 subjects (the harness's `mmlu_<subject>` tasks);

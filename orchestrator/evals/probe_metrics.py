@@ -3,7 +3,7 @@
 A trial's held-out evaluation (`heldout.evaluate`), `gatesweep probe` (`orchestrator.interop.probe`)
 and the synthetic store of `benchmarks/report_scale.py` all take their metric dictionaries from
 here, so the three cannot drift: the same keys, from the same reductions of `gatedmodels.probes`.
-Every key is a registry name (`orchestrator.metrics`); a name the registry does not know fails at
+Every key is a registry name (`orchestrator.core.metrics`); a name the registry does not know fails at
 import, not in a report.
 
 Non-finite inputs are never read as a reassuring number: a probe tensor holding NaN or inf (a
@@ -30,7 +30,7 @@ from gatedmodels import (
     uniform_first_token_attention,
     value_norm_ratio_at_bos,
 )
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 
 
 def _registered(name: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 
 
 class InteropError(UserError):

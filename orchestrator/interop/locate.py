@@ -27,6 +27,8 @@ import torch
 from gatedmodels import ModelConfig
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.bounds import MAX_LEN
+from orchestrator.core.errors import UserError
+from orchestrator.spec.files import load_yaml, read_text
 from orchestrator.storage import BadLocation, Location
 from orchestrator.storage.location import is_remote
 from orchestrator.storage.scratch import scratch_for
@@ -91,7 +93,6 @@ MAX_CONFIG_BYTES = 16 << 20
 
 def bounded_text(path: Path, what: str, max_bytes: int) -> str:
     """The UTF-8 text of a regular file of at most `max_bytes`, or InteropError naming it."""
-    from orchestrator.spec.files import UserError, read_text
 
     try:
         return read_text(path, what=what, max_bytes=max_bytes)
@@ -351,7 +352,6 @@ def _restore_exact(cfg: ModelConfig, meta: Any, notes: list[str]) -> ModelConfig
 
 
 def load_gatesweep_export(folder: Path) -> Loaded:
-    from orchestrator.spec.files import UserError, load_yaml
 
     try:
         data = load_yaml(folder / GATESWEEP_CONFIG)

@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 
 from orchestrator import storage
+from orchestrator.core.errors import UserError
+from orchestrator.spec.files import read_text
 
 from .errors import InteropError
 
@@ -110,7 +112,6 @@ def copy_for_gatesweep(source: Path, dest: Path | None = None):
 
     from orchestrator.data import DataUnavailable
     from orchestrator.data.tokenizers import build_tokenizer, cache_dir
-    from orchestrator.spec.files import UserError, read_text
 
     try:
         text = read_text(source, what="tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES)  # a regular file of bounded size

@@ -1,4 +1,6 @@
-"""The scaling ladder, in one room: its config and the recipe that plans each rung (`config`,
+"""The scaling ladder, in one room: config, plan, runs, laws, analysis, promotion and the report's section.
+
+The scaling ladder, in one room: its config and the recipe that plans each rung (`config`,
 `plan`), the runs as records and the one baseline rule (`runs`), the laws and their fit (`laws`),
 the analysis of a ladder's runs (`estimate`: anchored multipliers, the joint multiplier and its
 trend, the rollout check, verdicts; built on `cells`, `multipliers`, `checks`), promotion across

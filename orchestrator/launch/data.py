@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 
 
 def prepare_sweep_data(configs, *, say: Callable[[str], None], source=None) -> None:

@@ -12,7 +12,7 @@ On a multi-node cluster, RUNS is a file system every node mounts or an object-st
 scratch folder (`orchestrator.storage.scratch.scratch_root`): this driver keeps Tune's own folder,
 sweep.log and the report there (sweep.log and the report are uploaded at the end). The rooms: `launch.runs` (MLflow side), `ray.cluster` (the cluster), `ray.tune` (Tune,
 ASHA, Optuna, the progress callback), `ray.progress` (the console's progress and ETA), `launch.logfile`
-(Ray's and MLflow's own log lines to RUNS/sweeps/NAME/sweep.log), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.signals` (SIGTERM and SIGHUP as Ctrl-C).
+(Ray's and MLflow's own log lines to RUNS/sweeps/NAME/sweep.log), `launch.state` / `launch.lock` (the driver's own state), `orchestrator.runtime.signals` (SIGTERM and SIGHUP as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import signals
+from orchestrator.core.errors import UserError
 from orchestrator.launch import logfile
 from orchestrator.launch.lock import SweepLock
 from orchestrator.launch.outcome import SweepOutcome, close_parent, collect
@@ -30,8 +30,8 @@ from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import load_state, save_state, sweep_dir
 from orchestrator.ray.cluster import RayCluster, kill_stale_ray, oversubscription
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.runtime import signals
 from orchestrator.spec.expand import Expansion
-from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
 from orchestrator.storage import Location
 from orchestrator.storage.retry import retried

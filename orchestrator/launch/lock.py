@@ -16,7 +16,7 @@ there the lock is not enforced and a warning says so.
 
 from __future__ import annotations
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 from orchestrator.storage import Location, describe_holder
 from orchestrator.storage.lease import Unenforced, lease_for
 

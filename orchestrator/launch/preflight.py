@@ -34,7 +34,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 
 TIMEOUT_S = 5.0
 SQLITE_MAGIC = b"SQLite format 3\x00"

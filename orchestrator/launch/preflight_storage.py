@@ -13,7 +13,7 @@ anywhere, and no message holds a credential).
 
 from __future__ import annotations
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 from orchestrator.storage import BadLocation, Location
 from orchestrator.storage.usable import problem
 

@@ -14,12 +14,12 @@ import shutil
 import socket
 from pathlib import Path
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
+from orchestrator.core.errors import UserError
 from orchestrator.launch.outcome import TrialRow
 from orchestrator.launch.state import save_state
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
-from orchestrator.spec.files import UserError
 from orchestrator.spec.sweep import SweepSpec
 from orchestrator.storage import Location
 from orchestrator.storage.retry import retried

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from orchestrator import storage
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 from orchestrator.storage import Location
 from orchestrator.storage.retry import retried
 

@@ -1,5 +1,5 @@
 """The end-of-sweep table: one row per trial with the registry's default columns
-(`orchestrator.metrics.default_columns`, the same as `gatesweep report`'s and
+(`orchestrator.core.metrics.default_columns`, the same as `gatesweep report`'s and
 `dashboards.results`'), as the launcher prints it and logs it as `summary.md` on the sweep's
 parent run.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from orchestrator import metrics as registry
-from orchestrator.printable import markdown_cell
+from orchestrator.core import metrics as registry
+from orchestrator.core.printable import markdown_cell
 
 
 def summary_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:

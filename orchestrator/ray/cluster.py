@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from orchestrator import netpolicy, signals
-from orchestrator.netpolicy import TELEMETRY_ENV
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
+from orchestrator.runtime import netpolicy, signals
+from orchestrator.runtime.netpolicy import TELEMETRY_ENV
 from orchestrator.storage import s3
 from orchestrator.storage.retry import RETRY_ENV
 

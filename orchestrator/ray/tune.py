@@ -10,8 +10,10 @@ from pathlib import Path
 from ray import tune
 from ray.tune import Callback
 
-from orchestrator import metrics
+from orchestrator.core import metrics
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.ray.progress import work_of
+from orchestrator.spec.sweep import numeric_bounds
 
 
 def build_tuner(
@@ -79,7 +81,6 @@ def build_tuner(
 
 
 def tune_distribution(dist: dict):
-    from orchestrator.spec.sweep import numeric_bounds
 
     kind, args = next(iter(dist.items()))
     if kind == "choice":
@@ -143,7 +144,6 @@ class Progress(Callback):
         return getattr(trial, "custom_trial_name", None) or str(trial)
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        from orchestrator.ray.progress import work_of
 
         cfg = getattr(trial, "config", None) or {}
         payload = TrialPayload.from_dict(cfg["trial"])

@@ -13,9 +13,9 @@ from typing import Any
 
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
+from orchestrator.core.printable import terminal
 from orchestrator.ladder.plan import RungPlan, compute_matched, expected_vocab, scale_model, scale_train
 from orchestrator.ladder.runs import RUNG_AXIS
-from orchestrator.printable import terminal
 from orchestrator.spec.arms import ladder_problems
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
 from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds

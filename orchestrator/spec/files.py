@@ -1,5 +1,5 @@
-"""Reading the user's files: YAML loaded safely and within bounds, and `UserError`, the one
-exception type for a user's mistake (the CLI prints it, exit status 2).
+"""Reading the user's files: YAML loaded safely and within bounds (a file that cannot be read or
+loaded raises `UserError`, `orchestrator.core.errors`).
 
 The loader is PyYAML's SafeLoader (no object-constructing tags) with these limits, so that no
 file, however hostile, ends in a traceback, a MemoryError or a hang:
@@ -21,16 +21,14 @@ from typing import Any
 
 import yaml
 
+from orchestrator.core.errors import UserError
+
 MAX_BYTES = 1024 * 1024
 """Largest YAML file read (sweep files are a few kilobytes)."""
 MAX_DEPTH = 32
 """Deepest nesting of mappings and lists (a sweep file needs about 6)."""
 MAX_NODES = 1_000_000
 """Most values in a file, counted with every alias expanded."""
-
-
-class UserError(Exception):
-    """A mistake of the user's (bad file, bad flag): printed as one message, exit status 2."""
 
 
 class _Refused(yaml.YAMLError):

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gatedmodels.typedconfig import Issue, get_dotted, set_dotted, show
+from orchestrator.core.errors import UserError
+from orchestrator.spec.files import read_text
 
 if TYPE_CHECKING:
     from orchestrator.spec.trial import TrialConfig
@@ -185,7 +187,6 @@ def _corpus_problem(path: Path, suffixes: tuple[str, ...], max_entries: int = 10
 
 
 def _tokenizer_file_problem(path: str) -> str | None:
-    from orchestrator.spec.files import UserError, read_text
 
     try:
         data = json.loads(read_text(path, what="tokenizer.json", max_bytes=256 * 1024 * 1024))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from gatedmodels.typedconfig import did_you_mean, show
-from orchestrator import metrics
+from orchestrator.core import metrics
+from orchestrator.spec.evaluation import _set_name
 from orchestrator.spec.trial import TrialConfig
 
 # What a trial reports to Ray Tune: a scheduler (ASHA) or a search (Optuna) must compare a metric every
-# result has. From the registry (orchestrator/metrics.py), by when trials report them and which do:
+# result has. From the registry (orchestrator/core/metrics.py), by when trials report them and which do:
 REPORTED_METRICS = metrics.names(when="eval", needs="")
 """At every evaluation and in the final result, by every trial."""
 GATE_METRICS = metrics.names(when="eval", needs="gate")
@@ -73,9 +74,6 @@ def _reports(cfg: TrialConfig, metric: str, *, at_every_evaluation: bool) -> str
             return f"it does not evaluate at length {length or '?'} with extension {extend or '?'} (eval.length)"
         if entry.name != "length_loss/" and cfg.data.source != "bigram-backcopy":
             return f"its data ({cfg.data.source}) is not bigram-backcopy, so it reports no {entry.name}..."
-    elif metric.startswith(("ppl/", "bpb/")):
-        from orchestrator.spec.evaluation import _set_name
-
-        if metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
-            return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
+    elif metric.startswith(("ppl/", "bpb/")) and metric.split("/", 1)[1] not in {_set_name(s) for s in ev.ppl_sets}:
+        return f"{metric.split('/', 1)[1]!r} is not among its eval.ppl_sets"
     return None

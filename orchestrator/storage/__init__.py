@@ -1,5 +1,7 @@
-"""Files that are whole or absent, one holder at a time, on a local disk and on an object store:
-the one storage API every room uses (a leaf: it imports no other gatesweep package).
+"""The one storage API: files whole or absent, one holder at a time, on a local disk and on an object store.
+
+Files that are whole or absent, one holder at a time, on a local disk and on an object store:
+the one storage API every room uses (it imports no other gatesweep package but `orchestrator.runtime`'s pid check).
 
 - `atomic`: `write_bytes` / `write_text` / `write_json` / `write_stream` replace a local file
   through a fsynced temporary sibling; `publish_folder` renames a folder built beside its place in.
@@ -20,7 +22,7 @@ the one storage API every room uses (a leaf: it imports no other gatesweep packa
 from .atomic import publish_folder, remove_leftovers, write_bytes, write_json, write_stream, write_text
 from .errors import BadLocation, Damaged, NotAStore, StoreUnreachable, UnsafeName
 from .location import Location
-from .locks import FileLock, describe_holder, pid_alive
+from .locks import FileLock, describe_holder
 from .retry import retried
 
 __all__ = [
@@ -32,7 +34,6 @@ __all__ = [
     "StoreUnreachable",
     "UnsafeName",
     "describe_holder",
-    "pid_alive",
     "publish_folder",
     "remove_leftovers",
     "retried",

@@ -28,9 +28,11 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from orchestrator.runtime.pids import pid_alive
+
 from . import s3
 from .location import Location
-from .locks import FileLock, pid_alive
+from .locks import FileLock
 
 HEARTBEAT_S = 15.0
 """How often a holder refreshes its lock object (GATESWEEP_LOCK_HEARTBEAT_S)."""

@@ -18,17 +18,6 @@ from pathlib import Path
 from typing import Any
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process `pid` runs on this host (one of another user counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class FileLock:
     """An exclusive lock on `path` (created, with its folder, if missing). `info`: extra fields the
     holder records beside its pid, host and start time. `lost` and `took_over` are there for the

@@ -32,7 +32,7 @@ MLflow 3.17 (read from its sources and its UI bundle, `mlflow/server/js/build`):
 
 Writers: `launch.runs` (the view at launch), `launch.outcome` (refreshed with the metrics the
 trials logged), `gatesweep ui` (for sweeps launched before views existed). Column and chart
-choices come from the metric registry (`orchestrator.metrics`), never from a list here.
+choices come from the metric registry (`orchestrator.core.metrics`), never from a list here.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 
 from . import names
 

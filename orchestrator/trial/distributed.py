@@ -27,6 +27,8 @@ from collections.abc import Iterator
 
 import torch
 
+from orchestrator.runtime.netpolicy import is_loopback, loopback_interface
+
 
 def import_deepspeed():
     """Import DeepSpeed quietly, with its CPU accelerator when there is no GPU."""
@@ -82,8 +84,6 @@ def _single_process_group() -> dict[str, str | None]:
     DeepSpeed."""
     import torch.distributed as dist
     from deepspeed.accelerator import get_accelerator
-
-    from orchestrator.netpolicy import loopback_interface
 
     backend = get_accelerator().communication_backend_name()
     if backend not in _LOOPBACK_IFNAME:
@@ -163,8 +163,6 @@ def _join_group(backend: str, addr: str, port: int, world_rank: int, world_size:
     from datetime import timedelta
 
     import torch.distributed as dist
-
-    from orchestrator.netpolicy import is_loopback, loopback_interface
 
     global _STORE_FD
     if is_loopback(addr):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from gatedmodels import GatedTransformer
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.data import DataUnavailable, build_trial_data
 from orchestrator.evals.heldout import evaluate
 from orchestrator.spec.trial import TrialConfig
@@ -46,7 +46,7 @@ from orchestrator.trial.trainer import Trainer
 __all__ = ["FINAL_METRICS", "TrialContext", "TrialFailed", "TrialResult", "build", "lr_lambda", "make_trainer", "param_groups", "run_trial"]
 
 FINAL_METRICS = registry.names("final")
-"""Metrics every finished trial has (orchestrator/metrics.py)."""
+"""Metrics every finished trial has (orchestrator/core/metrics.py)."""
 
 
 @dataclass

@@ -63,8 +63,8 @@ def no_ray_left_behind(monkeypatch):
     assert not names, f"processes left behind: {names}"
 
 
-#: `ray start` through `import orchestrator`: no cloud-metadata probe from the head (netpolicy.py)
-RAY_CLI = [sys.executable, "-c", "import orchestrator, sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"]
+#: `ray start` with the head guard installed: no cloud-metadata probe from the head (orchestrator/runtime/netpolicy.py)
+RAY_CLI = [sys.executable, "-m", "orchestrator.runtime.ray_cli"]
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
     assert m["ppl/kjv"] > 1 and m["bpb/kjv"] > 0
     assert m["eval_time_s/benchmarks"] > 0
     assert (tmp_path / "r" / "model.pt").exists()
-    from orchestrator import metrics as registry
+    from orchestrator.core import metrics as registry
 
     unknown = sorted(k for k in m if registry.lookup(k) is None)  # every key the benchmarks log is a registry name
     assert not unknown, unknown

@@ -354,7 +354,7 @@ def test_integer_and_boolean_weights_are_refused(tmp_path, capsys, dtype):
 
 # ---- 6. signals and a full disk at the end of a sweep -----------------------------------------------
 def test_a_second_and_third_signal_are_noted_not_acted_on():
-    from orchestrator import signals
+    from orchestrator.runtime import signals
 
     caught = 0
     with signals.as_interrupt():
@@ -376,7 +376,7 @@ def test_a_second_and_third_signal_are_noted_not_acted_on():
 
 
 def test_a_signal_during_a_ray_start_is_held_until_it_is_up():
-    from orchestrator import signals
+    from orchestrator.runtime import signals
 
     done = []
     with signals.as_interrupt(), pytest.raises(KeyboardInterrupt):

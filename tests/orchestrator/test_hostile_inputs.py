@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import pytest
 
-from orchestrator.spec.files import UserError
+from orchestrator.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "sweeps" / "quickstart.yaml")

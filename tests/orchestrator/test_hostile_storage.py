@@ -224,8 +224,8 @@ def test_a_remote_state_naming_another_sweep_is_refused(s3, tmp_path, capsys, mo
 
 
 def test_a_driver_lock_that_is_a_link_truncates_nothing(tmp_path):
+    from orchestrator.core.errors import UserError
     from orchestrator.launch.lock import SweepLock
-    from orchestrator.spec.files import UserError
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

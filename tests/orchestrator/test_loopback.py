@@ -23,8 +23,8 @@ import psutil
 import pytest
 import yaml
 
-from orchestrator.netpolicy import TELEMETRY_ENV, is_loopback
 from orchestrator.ray.cluster import kill_processes, ray_processes
+from orchestrator.runtime.netpolicy import TELEMETRY_ENV, is_loopback
 
 pytestmark = pytest.mark.slow
 
@@ -224,14 +224,25 @@ def test_watch_sees_a_listener_on_all_interfaces():
     assert len(w.missing_switches()) == 1, w.missing_switches()
 
 
-def test_import_sets_telemetry_defaults_and_guards_ray():
+GUARD_STATE = (
+    "import sys, ray._private.services as s\n"
+    "state = {'patched': getattr(s.start_api_server, '_gatesweep_guard', False),"
+    " 'hook': any(type(f).__name__ == '_PatchOnImport' for f in sys.meta_path)}\n"
+)
+"""Whether Ray's start_api_server is patched and whether the import hook waits for Ray (as `state`)."""
+
+
+def test_import_sets_telemetry_defaults_and_installs_no_ray_guard():
+    """`import orchestrator` (the CLI's modules, too) sets the telemetry switches as defaults and
+    leaves Ray alone: no import hook, Ray's private module unpatched once Ray is imported."""
     code = (
-        "import os, json, orchestrator.cli, ray._private.services as s\n"
-        f"print(json.dumps({{'env': {{k: os.environ.get(k) for k in {sorted(TELEMETRY_ENV)!r}}}, 'guard': getattr(s.start_api_server, '_gatesweep_guard', False)}}))"
+        "import os, json, orchestrator.cli.main\n"
+        + GUARD_STATE
+        + f"print(json.dumps({{'env': {{k: os.environ.get(k) for k in {sorted(TELEMETRY_ENV)!r}}}, **state}}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"env": TELEMETRY_ENV, "guard": True}
+    assert json.loads(out.stdout) == {"env": TELEMETRY_ENV, "patched": False, "hook": False}
     # a user's own value wins
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -244,6 +255,23 @@ def test_import_sets_telemetry_defaults_and_guards_ray():
     assert json.loads(out.stdout)["env"]["RAY_USAGE_STATS_ENABLED"] == "1"
 
 
+def test_ray_s_command_line_entry_installs_the_guard_before_ray_runs():
+    """`python -m orchestrator.runtime.ray_cli ...` (how a cluster's head is started) patches Ray
+    before Ray's own CLI runs: here `ray --version`, after which the services module is guarded."""
+    code = (
+        "import json\n"
+        "from orchestrator.runtime import ray_cli\n"
+        "try:\n"
+        "    ray_cli.main(['--version'])\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code in (0, None), stop.code\n" + GUARD_STATE + "print(json.dumps(state))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"patched": True, "hook": True}
+    assert out.stdout.startswith("ray, version 2.60.0"), out.stdout
+
+
 API_SERVER_ARGS = '(False, False, "127.0.0.1", "127.0.0.1:1", "00" * 28, "127.0.0.1", "/tmp", "/tmp", "/tmp")'
 
 
@@ -253,7 +281,7 @@ def test_the_guard_skips_the_api_server_of_a_head_without_dashboard():
     off, and starts no process; the sweep test below proves no such process runs."""
     code = (
         "import json, orchestrator, ray._private.services as s\n"
-        "from orchestrator import netpolicy\n"
+        "from orchestrator.runtime import netpolicy\n"
         "netpolicy.require_ray_head_guard()\n"
         f"print(json.dumps(s.start_api_server{API_SERVER_ARGS}))"
     )
@@ -264,15 +292,17 @@ def test_the_guard_skips_the_api_server_of_a_head_without_dashboard():
 
 def test_a_ray_the_guard_was_not_written_for_fails_loudly():
     """With another Ray (simulated: the guard claims to be written for 2.59.0), `import ray` still
-    works, but starting a head does not: Ray's own start_api_server and gatesweep's local cluster
-    both refuse in one line naming both versions, and no Ray process is started."""
+    works, but once an entry point has installed the guard, starting a head does not: Ray's own
+    start_api_server and gatesweep's local cluster both refuse in one line naming both versions,
+    and no Ray process is started."""
     code = (
         "import json, ray, sys\n"
         "import ray._private.services as s\n"
-        "from orchestrator import netpolicy\n"
+        "from orchestrator.runtime import netpolicy\n"
+        "netpolicy.guard_ray_head()  # what an entry point that starts a head does (ray_cli, RayCluster)\n"
         "from orchestrator.ray.cluster import RayCluster\n"
         "from orchestrator.spec.search import ResourcesConfig\n"
-        "from orchestrator.spec.files import UserError\n"
+        "from orchestrator.core.errors import UserError\n"
         "out = {}\n"
         "try:\n"
         f"    s.start_api_server{API_SERVER_ARGS}\n"
@@ -285,7 +315,7 @@ def test_a_ray_the_guard_was_not_written_for_fails_loudly():
         "out['initialized'] = ray.is_initialized()\n"
         "print(json.dumps(out))"
     )
-    prelude = "import orchestrator.netpolicy as n; n.RAY_GUARDED = '2.59.0'\n"  # before Ray is imported
+    prelude = "import orchestrator.runtime.netpolicy as n; n.RAY_GUARDED = '2.59.0'\n"  # before Ray is imported
     out = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=bare_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)

@@ -1,4 +1,4 @@
-"""The metric registry (`orchestrator.metrics`): well-formed entries, every one a real trial
+"""The metric registry (`orchestrator.core.metrics`): well-formed entries, every one a real trial
 produces where it says it does, and the consumers' lists derived from it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.spec.trial import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_every_harness_task_has_an_entry_and_stderrs_have_no_direction():
 
 
 def test_registry_is_torch_free():
-    code = "import sys, orchestrator.metrics; assert 'torch' not in sys.modules and 'mlflow' not in sys.modules"
+    code = "import sys, orchestrator.core.metrics; assert 'torch' not in sys.modules and 'mlflow' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
 
 

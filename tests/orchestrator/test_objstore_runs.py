@@ -124,8 +124,8 @@ def test_resume_of_a_missing_or_damaged_sweep_on_s3_is_refused_in_one_line(tmp_p
 # ---- the driver lock: a conditional create with a heartbeat --------------------------------------
 @pytest.mark.slow
 def test_the_driver_lock_on_s3_refuses_a_second_driver_and_takes_over_a_stale_one(s3):
+    from orchestrator.core.errors import UserError
     from orchestrator.launch.lock import SweepLock
-    from orchestrator.spec.files import UserError
     from orchestrator.storage.lease import ObjectLock
 
     folder = Location.parse(f"{RUNS}/sweeps/lk")

@@ -1,9 +1,11 @@
-"""The one plots module draws a trial's own plots (orchestrator.trial logs them) and a sweep's."""
+"""The plots room (`orchestrator.plots`) draws a trial's own plots (orchestrator.trial logs them) and a
+sweep's; the report's own figures (`dashboards.figures`) share its style."""
 
 from __future__ import annotations
 
 import torch
 
+from dashboards import figures
 from orchestrator import plots
 
 PNG = b"\x89PNG"
@@ -30,16 +32,16 @@ def test_the_ladder_plots_draw_fits_bands_and_trends_with_infinities_and_gaps(tm
     import math
 
     arms = [
-        plots.LadderArm("none", [(1e11, 2.5), (1e12, 2.2), (1e13, 2.0)], (1.6, 40.0, 0.18)),
-        plots.LadderArm("G1", [(1.05e11, 2.45), (1.05e12, 2.15)], None),  # no fit, a rung missing
+        figures.LadderArm("none", [(1e11, 2.5), (1e12, 2.2), (1e13, 2.0)], (1.6, 40.0, 0.18)),
+        figures.LadderArm("G1", [(1.05e11, 2.45), (1.05e12, 2.15)], None),  # no fit, a rung missing
     ]
     for target in (4.7e21, 5e13, math.nan):
-        assert plots.ladder_fits(arms, target, tmp_path / "fits.png", "val_loss").stat().st_size > 5000
+        assert figures.ladder_fits(arms, target, tmp_path / "fits.png", "val_loss").stat().st_size > 5000
     series = [("G1", [1e11, 1e12, 1e13], [1.2, 1.4, math.inf], [0.9, 1.1, 0.8], [1.6, math.inf, math.inf])]
-    assert plots.ladder_multipliers(series, tmp_path / "m.png").stat().st_size > 5000
-    assert plots.ladder_multipliers([], tmp_path / "empty.png").exists()
+    assert figures.ladder_multipliers(series, tmp_path / "m.png").stat().st_size > 5000
+    assert figures.ladder_multipliers([], tmp_path / "empty.png").exists()
     panels = [("first_token_attn", [("none", [1e11, 1e12], [0.5, 0.6], [0.1, math.nan]), ("G1", [], [], [])])]
-    assert plots.ladder_trends(panels, tmp_path / "t.png").stat().st_size > 5000
+    assert figures.ladder_trends(panels, tmp_path / "t.png").stat().st_size > 5000
 
 
 def test_labels_with_terminal_escapes_are_drawn_escaped_with_no_glyph_warning(tmp_path, recwarn):
@@ -49,7 +51,7 @@ def test_labels_with_terminal_escapes_are_drawn_escaped_with_no_glyph_warning(tm
     figure carries the escapes that the console and report.md show."""
     import warnings
 
-    from orchestrator.printable import terminal
+    from orchestrator.core.printable import terminal
 
     bad = "sep\x1b[2J\x1b]0;pwned\x07\u202eG1"
     warnings.simplefilter("always")
@@ -57,11 +59,11 @@ def test_labels_with_terminal_escapes_are_drawn_escaped_with_no_glyph_warning(tm
         plots.loss_curves([plots.Curve(bad, 0, [1, 2, 3], [3.0, 2.0, 1.0], [(2, 2.0)])], tmp_path / "a.png", f"loss {bad}"),
         plots.first_token_layers([(bad, [0.3, 0.2])], 0.1, tmp_path / "b.png", bad),
         plots.gate_histograms([(bad, [[1, 2, 3], [3, 2, 1]])], tmp_path / "c.png", bad),
-        plots.metric_vs_axis(bad, [bad, "plain"], [plots.AxisPanel(bad, [(0, 1.0), (1, 2.0)], [1.0, 2.0])], tmp_path / "d.png"),
-        plots.interaction_plot(
+        figures.metric_vs_axis(bad, [bad, "plain"], [figures.AxisPanel(bad, [(0, 1.0), (1, 2.0)], [1.0, 2.0])], tmp_path / "d.png"),
+        figures.interaction_plot(
             bad,
             [bad, "x"],
-            [plots.InteractionPanel(bad, [plots.DeltaSeries(bad, [0.1, -0.2], [(0.0, 0.2), None], [True, False])])],
+            [figures.InteractionPanel(bad, [figures.DeltaSeries(bad, [0.1, -0.2], [(0.0, 0.2), None], [True, False])])],
             tmp_path / "e.png",
         ),
         plots.attention_pair((bad, [[1.0, 0.0], [0.5, 0.5]]), ("G1", [[1.0, 0.0], [0.9, 0.1]]), tmp_path / "f.png", bad),
@@ -75,7 +77,7 @@ def test_labels_with_terminal_escapes_are_drawn_escaped_with_no_glyph_warning(tm
     fig, ax = plt.subplots()
     ax.set_title(bad)
     ax.set_xticks([0, 1], [bad, "ok"])
-    plots._printable(fig)
+    plots.make_printable(fig)
     fmt = ax.xaxis.get_major_formatter()
     shown = [ax.get_title(), fmt(0, 0)]
     plt.close(fig)

@@ -292,8 +292,8 @@ def test_a_child_process_does_not_inherit_the_lock(tmp_path):
 
 def test_the_sweep_lock_refusal_names_the_live_driver(tmp_path):
     """launch.lock.SweepLock on top of FileLock: the message `gatesweep run` prints for a second driver."""
+    from orchestrator.core.errors import UserError
     from orchestrator.launch.lock import SweepLock
-    from orchestrator.spec.files import UserError
     from orchestrator.storage import Location
 
     code = """

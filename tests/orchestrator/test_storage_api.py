@@ -383,8 +383,8 @@ def test_a_replacement_stopped_halfway_still_knows_every_file(tmp_path, monkeypa
 
 # ---- the lock file ------------------------------------------------------------------------------
 def test_a_lock_file_that_is_a_link_is_never_written_through(tmp_path):
+    from orchestrator.core.errors import UserError
     from orchestrator.launch.lock import SweepLock
-    from orchestrator.spec.files import UserError
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.launch.summary import summary_markdown, summary_rows
 
 

@@ -292,8 +292,8 @@ def test_misspelt_presets_and_corpora_get_a_did_you_mean():
 def test_max_concurrent_0_means_the_same_on_the_command_line_and_in_the_file():
     """0 is "as many as the cluster fits" in `resources.max_concurrent` and in --max-concurrent;
     the flag, when given, wins over the file (its 0 too); the flag's range is the field's."""
-    from orchestrator.cli.common import UserError
     from orchestrator.cli.run import check_max_concurrent
+    from orchestrator.core.errors import UserError
     from orchestrator.ray.cluster import trials_at_once
     from orchestrator.spec.search import ResourcesConfig
 

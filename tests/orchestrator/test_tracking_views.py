@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.validation import _validate_metric_name
 
 from dashboards.publish import config_key
-from orchestrator import metrics as registry
+from orchestrator.core import metrics as registry
 from orchestrator.tracking import get_or_create_experiment, inputs, names, views
 
 

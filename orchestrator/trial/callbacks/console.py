@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestrator import metrics
+from orchestrator.core import metrics
 from orchestrator.trial.callbacks.base import Callback
 
 

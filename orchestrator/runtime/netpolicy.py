@@ -26,7 +26,9 @@ unless the user passes a non-loopback `--address` or tracking URI. Three things 
   is written for `RAY_GUARDED` only: with any other Ray, a head started from a gatesweep process
   fails with `RayGuardError` naming both versions, instead of probing silently
   (`require_ray_head_guard()` says so before `RayCluster` starts a local Ray). `import
-  orchestrator` installs the guard lazily (Ray is not imported until Ray itself is).
+  orchestrator` does not install the guard: the entry points that start a head do, explicitly
+  (`RayCluster.start` for a sweep's local Ray, `python -m orchestrator.runtime.ray_cli start
+  --head` for a cluster's head); a Ray worker starts no head and needs none.
 - the world-size-1 process group: see `orchestrator.trial.distributed` (an in-process store, gloo and
   NCCL on the loopback interface).
 """
@@ -110,7 +112,7 @@ def _guard_problem(services) -> str | None:
         f"ray._private.services.start_api_server written for Ray {RAY_GUARDED}, and Ray {installed} is installed: "
         f"its head could probe cloud metadata (169.254.169.254, metadata.google.internal). Install "
         f"ray[tune,train]=={RAY_GUARDED}, or check the new Ray for a setting that stops UsageStatsHead's probe "
-        "and update orchestrator/netpolicy.py"
+        "and update orchestrator/runtime/netpolicy.py"
     )
 
 
@@ -181,8 +183,3 @@ def require_ray_head_guard() -> None:
     importlib.import_module(_SERVICES)  # runs the import hook if Ray is not imported yet
     if _problem is not None:
         raise RayGuardError(_problem)
-
-
-def install() -> None:
-    telemetry_off_by_default()
-    guard_ray_head()
