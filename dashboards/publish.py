@@ -30,12 +30,13 @@ class Published:
 
 def publish(uri: str, name: str, parent_id: str, out_dir: Path) -> Published:
     """Build and log the report of launch `parent_id` of sweep `name`, then the parent's
-    per-configuration means; never raises for a store or report problem."""
-    from dashboards.report import build_report
-
+    per-configuration means; never raises for a store or report problem (nor for a report module
+    that cannot be imported: a package upgraded under a running driver still ends its sweep)."""
     done: list[str] = []
     out = Published()
     try:
+        from dashboards.report import build_report
+
         report = build_report(uri, name, parent_id=parent_id, out_dir=out_dir)
         out.report_dir = report.out_dir
         if report.log_error:

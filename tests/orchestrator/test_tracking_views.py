@@ -286,3 +286,17 @@ def test_view_groups_by_the_group_tag_drops_constant_metrics_and_draws_parallel_
     assert views.decode_view(value)[1] == state
     assert "groupBy" not in views.sweep_view_state(search_filter="x", axes=[])
     assert views.constant_metrics({"a": [1.0], "b": [0.0, 0.0], "c": [1.0, math.inf], "d": [0.0, 0.0, 1e-9]}) == {"b"}
+
+
+def test_a_report_module_that_cannot_be_imported_is_a_warning_not_a_crash(monkeypatch, tmp_path, capsys):
+    """Found running the CPU ladder: the package was upgraded under the running driver, and the
+    import of the report at the sweep's end raised through `publish` (a traceback after 45
+    finished trials). It is now the one-line reason `publish` promises."""
+    import sys
+
+    from dashboards.publish import publish
+
+    monkeypatch.setitem(sys.modules, "dashboards.report", None)  # `import` raises ImportError
+    done = publish(f"sqlite:///{tmp_path / 'm.db'}", "s", "0" * 32, tmp_path / "report")
+    assert done.report_dir is None and done.error.startswith("ModuleNotFoundError: ")  # an ImportError
+    assert "warning: sweep s: ModuleNotFoundError" in capsys.readouterr().err
