@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,18 @@ from .store import open_client, read_sweep
 ARTIFACT_DIR = names.REPORT_DIR
 REPORT_FILES = ("report.md", "report.html", "report.csv", "report.tex", "report.json")
 LOGGED = ("report.md", "report.html", "report.csv", "report.json")
+Figures = Sequence[tuple[Path, str]]
+
+WRITERS: dict[str, Callable[[Comparison, Figures], str]] = {
+    "report.md": lambda comp, made: tables.markdown(comp, [(p.name, c) for p, c in made]),
+    "report.csv": lambda comp, made: tables.csv_text(comp),
+    "report.tex": lambda comp, made: tables.latex(comp),
+    "report.json": lambda comp, made: report_json(comp),
+    "report.html": lambda comp, made: html_report.render(comp, made),
+}
+"""One writer per output file, in the order they are staged (report.html last: `_commit` moves
+them into place in this order): (comparison, drawn plots) -> the file's text. Adding a format is
+one entry here (and its name in REPORT_FILES)."""
 
 
 @dataclass
@@ -98,11 +110,10 @@ def build_report(
     timings["stats"] = time.perf_counter() - t
     if RUNG_AXIS in comp.axes:
         t = time.perf_counter()
-        kw = {} if ladder_replicates is None else {"replicates": ladder_replicates}
         file_margin, file_baseline = ladder.file_settings(sweep.sweep_file)
-        comp.ladder = ladder.analyse(
-            comp, target=target_flops, baseline=baseline or file_baseline, margin=margin if margin is not None else file_margin, **kw
-        )
+        kw = {} if ladder_replicates is None else {"replicates": ladder_replicates}
+        margin = margin if margin is not None else file_margin
+        comp.ladder = ladder.analyse(comp, target=target_flops, baseline=baseline or file_baseline, margin=margin, **kw)
         timings["ladder"] = time.perf_counter() - t
         say(f"ladder: {len(comp.ladder.rungs)} rungs x {len(comp.ladder.arms)} arms fitted in {timings['ladder']:.1f} s")
 
@@ -121,12 +132,9 @@ def build_report(
             timings["plots"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        (stage / "report.md").write_text(tables.markdown(comp, [(p.name, c) for p, c in made]), encoding="utf-8")
-        (stage / "report.csv").write_text(tables.csv_text(comp), encoding="utf-8")
-        (stage / "report.tex").write_text(tables.latex(comp), encoding="utf-8")
-        (stage / "report.json").write_text(report_json(comp), encoding="utf-8")
-        (stage / "report.html").write_text(html_report.render(comp, made), encoding="utf-8")
-        _commit(stage, out, [p.name for p, _ in made] + ["report.md", "report.csv", "report.tex", "report.json", "report.html"], with_plots)
+        for file, write in WRITERS.items():
+            (stage / file).write_text(write(comp, made), encoding="utf-8")
+        _commit(stage, out, [p.name for p, _ in made] + list(WRITERS), with_plots)
         timings["write"] = time.perf_counter() - t
     except BaseException:  # a failure or Ctrl-C: the previous report stays as it was
         shutil.rmtree(stage, ignore_errors=True)
@@ -141,16 +149,22 @@ def build_report(
     report = Report(comp, out, files, made, timings=timings)
     if log:
         t = time.perf_counter()
-        try:
-            for key in LOGGED:
-                cl.log_artifact(sweep.parent.run_id, str(files[key]), ARTIFACT_DIR)
-            for path, _ in made:
-                cl.log_artifact(sweep.parent.run_id, str(path), ARTIFACT_DIR)
-            report.logged_run_id = sweep.parent.run_id
-        except Exception as err:  # a read-only store still gets its local report
-            report.log_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        _log(cl, report, sweep.parent.run_id)
         timings["log"] = time.perf_counter() - t
     return report
+
+
+def _log(cl, report: Report, run_id: str) -> None:
+    """Log the report's files (LOGGED) and plots under `report/` on the sweep's parent run; a
+    failure (a read-only store) is kept in `report.log_error`, the local report stands."""
+    try:
+        for key in LOGGED:
+            cl.log_artifact(run_id, str(report.files[key]), ARTIFACT_DIR)
+        for path, _ in report.plots:
+            cl.log_artifact(run_id, str(path), ARTIFACT_DIR)
+        report.logged_run_id = run_id
+    except Exception as err:  # a read-only store still gets its local report
+        report.log_error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
 
 
 STAGE_PREFIX = ".report-partial-"
