@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 
 from orchestrator.printable import markdown_cell
 
-from . import ladder
 from .cells import (
     BEST_TEXT,
     DASH,
@@ -31,6 +30,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
+from .sections import SECTIONS, Section, writers
 
 
 def _md_table(header: list[str], body: list[list[str]], right: Sequence[bool] | None = None) -> list[str]:
@@ -189,21 +189,9 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
     return _joined(blocks)
 
 
-def md_ladder(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
-    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder`)."""
-    if comp.ladder is None:
-        return []
-
-    return ladder.markdown(comp.ladder).strip("\n").splitlines()
-
-
-def md_plots(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
-    if not plots:
-        return []
-    lines = ["## Plots", ""]
-    for name, caption in plots:
-        lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
-    return lines
+def _written(section: Section) -> Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]:
+    """A neutral section (`dashboards.sections`) through the markdown part writer."""
+    return lambda comp, plots: writers.markdown(section.title, section.parts(comp, plots))
 
 
 MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] = [
@@ -215,8 +203,7 @@ MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] 
     md_interactions,
     md_effects,
     md_problems,
-    md_ladder,
-    md_plots,
+    *[_written(section) for section in SECTIONS],
 ]
 """The report's sections in order, one function each (comparison, plots) -> lines; a section
 with nothing to show returns none. Extend it to add a section."""
