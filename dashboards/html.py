@@ -45,7 +45,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
-from .sections import SECTIONS, Section, writers
+from .sections import SECTIONS, writers
 
 Plots = Sequence[tuple[Path, str]]
 """(PNG path, caption) of each plot, in report order."""
@@ -332,11 +332,6 @@ def _image(fig: Figure) -> str:
     return f'<figure><img src="{uri}" alt="{esc(fig.caption)}"{dims}><figcaption>{esc(fig.caption)}</figcaption></figure>'
 
 
-def _written(section: Section) -> Callable[[Comparison, dict, Plots], list[str]]:
-    """A neutral section (`dashboards.sections`) through the HTML part writer."""
-    return lambda comp, heads, plots: writers.html(section.name, section.title, section.parts(comp, plots), esc, _image)
-
-
 HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _configurations,
     _intervals,
@@ -346,10 +341,10 @@ HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _effects,
     _unfinished,
     _environments,
-    *[_written(section) for section in SECTIONS],
 ]
-"""The report's sections in order, one function each (comparison, axis headers, plots) -> HTML
-parts; a section with nothing to show returns none. Extend it to add a section."""
+"""The comparison's tables in order, one function each (comparison, axis headers, plots) -> HTML
+parts; a section with nothing to show returns none. The sections after them (the ladder, the
+plots) are the neutral ones of `dashboards.sections.SECTIONS`, written by its HTML part writer."""
 
 
 def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
@@ -369,6 +364,8 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
 
     for section in HTML_SECTIONS:
         parts += section(comp, heads, plots)
+    for neutral in SECTIONS:
+        parts += writers.html(neutral.name, neutral.title, neutral.parts(comp, plots), esc, _image)
     parts.append(
         f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
         f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>"

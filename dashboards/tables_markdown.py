@@ -30,7 +30,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
-from .sections import SECTIONS, Section, writers
+from .sections import SECTIONS, writers
 
 
 def _md_table(header: list[str], body: list[list[str]], right: Sequence[bool] | None = None) -> list[str]:
@@ -189,11 +189,6 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
     return _joined(blocks)
 
 
-def _written(section: Section) -> Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]:
-    """A neutral section (`dashboards.sections`) through the markdown part writer."""
-    return lambda comp, plots: writers.markdown(section.title, section.parts(comp, plots))
-
-
 MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] = [
     md_header,
     md_configurations,
@@ -203,13 +198,14 @@ MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] 
     md_interactions,
     md_effects,
     md_problems,
-    *[_written(section) for section in SECTIONS],
 ]
-"""The report's sections in order, one function each (comparison, plots) -> lines; a section
-with nothing to show returns none. Extend it to add a section."""
+"""The comparison's tables in order, one function each (comparison, plots) -> lines; a section
+with nothing to show returns none. The sections after them (the ladder, the plots) are the
+neutral ones of `dashboards.sections.SECTIONS`, written by its markdown part writer."""
 
 
 def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
     """The report as markdown; `plots` are (file name, caption) shown as images beside it."""
     blocks = [lines for section in MD_SECTIONS if (lines := section(comp, plots))]
+    blocks += [lines for section in SECTIONS if (lines := writers.markdown(section.title, section.parts(comp, plots)))]
     return "\n\n".join("\n".join(b).strip("\n") for b in blocks).rstrip() + "\n"

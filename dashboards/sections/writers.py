@@ -6,7 +6,7 @@ call them for every section in `dashboards.sections.SECTIONS`.
 | part     | terminal                 | markdown                   | LaTeX                 | HTML                     |
 |----------|--------------------------|----------------------------|-----------------------|--------------------------|
 | `Text`   | its lines                | its lines under the heading | left out (prose)     | one `<p>` a line         |
-| `Table`  | aligned columns, legend  | `###` title, pipe table     | a booktabs table     | `<h3>`, a scrolling table |
+| `Table`  | aligned columns, legend  | `###` title, pipe table (cells escaped) | a booktabs table     | `<h3>`, a scrolling table |
 | `Lines`  | title, indented lines    | `###` title, a list         | `%` comments         | `<h3>`, a list           |
 | `Figure` | left out                 | the image and its caption   | left out             | the PNG inlined           |
 """
@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchestrator.core.parts import Figure, Lines, Part, Table, Text
+from orchestrator.printable import markdown_cell
 
 
 def _grid(head: list[str], body: list[list[str]]) -> list[str]:
@@ -41,10 +42,6 @@ def terminal(parts: Sequence[Part]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def markdown(title: str, parts: Sequence[Part]) -> list[str]:
     """The section under `## title` (none when no part shows in markdown)."""
     lines: list[str] = []
@@ -55,8 +52,8 @@ def markdown(title: str, parts: Sequence[Part]) -> list[str]:
             lines += [f"![{part.caption}]({Path(part.path).name})", "", f"*{part.caption}*", ""]
         elif isinstance(part, Table):
             lines += ["", f"### {part.title}", ""]
-            lines += ["| " + " | ".join(_md(h) for h in part.head) + " |", "|" + "---|" * len(part.head)]
-            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in part.rows]
+            lines += ["| " + " | ".join(markdown_cell(h) for h in part.head) + " |", "|" + "---|" * len(part.head)]
+            lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in part.rows]
             if part.legend:
                 lines += ["", f"*{part.legend}*"]
         else:
