@@ -25,7 +25,6 @@ ALLOWED: dict[str, int] = {
     "orchestrator/spec/sweep.py:SweepSpec": 155,
     "orchestrator/storage/location.py:Location": 151,
     "orchestrator/cli/eval.py:run": 81,
-    "orchestrator/evals/suite.py:run_benchmarks": 115,  # an if-chain over benchmark kinds (issue 34, item 6)
     "orchestrator/interop/hf_layouts/from_hf.py:config_from_hf": 89,
     "orchestrator/interop/hf_layouts/from_hf.py:state_from_hf": 91,
     "orchestrator/interop/hf_layouts/to_hf.py:to_hf": 134,
