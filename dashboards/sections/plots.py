@@ -1,8 +1,9 @@
 """The report's plots: which configurations each plot shows and the data drawn, read from the
 comparison and the runs' artifacts (the `train/loss` history, `spikes.json`, `probes.json`); the
-drawing itself is `orchestrator.plots`. Each plot is one `Figure` part (a PNG and its caption),
-in report order (`make_plots`); the metric names come from the registry (`dashboards.metrics`),
-the baseline and its gated sibling from the comparison, the paper's gate from the gate config."""
+drawing itself is `orchestrator.plots`. Each plot is drawn as (PNG path, caption) (`Drawn`; the
+report shows it as a `Figure` part), in report order (`make_plots`, one function each in
+`PLOTS`). The metric names come from the registry (`dashboards.metrics`), the baseline and its
+gated sibling from the comparison, the paper's gate from the gate config."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ PLOT_FILES = (LOSS_CURVES, FIRST_TOKEN_LAYERS, ATTENTION_MAPS, GATE_HISTOGRAMS, 
 """The report's plot files of fixed names (those named after an axis: AXIS_PLOT_PATTERNS)."""
 AXIS_PLOT_PATTERNS = ("metric_vs_*.png", "interaction_*.png", layer_heatmaps.HEATMAP_FILE)
 """Plot files a report writes besides PLOT_FILES (one per axis)."""
-Figure = tuple[Path, str]
+Drawn = tuple[Path, str]
 """A drawn plot: (PNG path, caption)."""
 
 
@@ -88,14 +89,14 @@ def _representative(row: Row):
     return next(iter(row.counted.values()))
 
 
-def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[Figure]:
+def make_plots(cl, comp: Comparison, out: Path, cache: ArtifactCache) -> list[Drawn]:
     """Draw every plot the data allows (each of PLOTS in order); return (path, caption) in report order."""
     rows, note = plotted_rows(comp)
     ctx = Plotting(cl, comp, out, cache, rows, note)
     return [fig for plot in PLOTS for fig in plot(ctx)]
 
 
-def loss_curves(ctx: Plotting) -> list[Figure]:
+def loss_curves(ctx: Plotting) -> list[Drawn]:
     """Training loss with spikes: up to MAX_SEEDS_PER_CURVE seeds of each configuration in one colour."""
     curves: list = []
     for g, row in enumerate(ctx.rows):
@@ -119,7 +120,7 @@ def loss_curves(ctx: Plotting) -> list[Figure]:
     return [(path, caption)]
 
 
-def first_token_layers(ctx: Plotting) -> list[Figure]:
+def first_token_layers(ctx: Plotting) -> list[Drawn]:
     """First-token attention per layer, mean over seeds, against uniform attention."""
     variants = [(ctx.label(row), per_layer) for row in ctx.rows if (per_layer := _per_layer_means(row, FIRST_TOKEN))]
     if not variants:
@@ -132,7 +133,7 @@ def first_token_layers(ctx: Plotting) -> list[Figure]:
     return [(path, caption)]
 
 
-def attention_maps(ctx: Plotting) -> list[Figure]:
+def attention_maps(ctx: Plotting) -> list[Drawn]:
     """One attention map, the baseline beside its gated sibling."""
     pair = _attention_pair(ctx.comp, ctx.cache)
     if pair is None:
@@ -141,7 +142,7 @@ def attention_maps(ctx: Plotting) -> list[Figure]:
     return [(plots.attention_pair((bl, bmap), (gl, gmap), ctx.out / ATTENTION_MAPS, "attention map, baseline beside gated"), caption)]
 
 
-def gate_histograms(ctx: Plotting) -> list[Figure]:
+def gate_histograms(ctx: Plotting) -> list[Drawn]:
     """Gate-score histograms of every gated configuration (its lowest seed's probes.json)."""
     comp = ctx.comp
     hists, groups, highs = [], [], []
@@ -167,26 +168,26 @@ def gate_histograms(ctx: Plotting) -> list[Figure]:
     return [(path, caption)]
 
 
-def layer_heat(ctx: Plotting) -> list[Figure]:
+def layer_heat(ctx: Plotting) -> list[Drawn]:
     """The per-layer heat maps (`dashboards.layer_heatmaps`): small panels, more rows than the overlaid plots."""
     heat_rows, heat_note = plotted_rows(ctx.comp, layer_heatmaps.MAX_ROWS)
     return layer_heatmaps.section(ctx.cl, ctx.comp, ctx.out, heat_rows, heat_note)
 
 
-def ladder_plots(ctx: Plotting) -> list[Figure]:
+def ladder_plots(ctx: Plotting) -> list[Drawn]:
     """A ladder sweep's fits, multipliers and trends (`dashboards.ladder.draw`)."""
     return ladder.draw(ctx.comp.ladder, ctx.out) if ctx.comp.ladder is not None else []
 
 
-def axis_plots(ctx: Plotting) -> list[Figure]:
+def axis_plots(ctx: Plotting) -> list[Drawn]:
     return _axis_plots(ctx.comp, ctx.out)
 
 
-def interaction_plots(ctx: Plotting) -> list[Figure]:
+def interaction_plots(ctx: Plotting) -> list[Drawn]:
     return _interaction_plots(ctx.comp, ctx.out)
 
 
-PLOTS: list[Callable[[Plotting], list[Figure]]] = [
+PLOTS: list[Callable[[Plotting], list[Drawn]]] = [
     loss_curves,
     first_token_layers,
     attention_maps,
@@ -211,7 +212,7 @@ def _safe(axis: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in axis)
 
 
-def _axis_plots(comp: Comparison, out: Path) -> list[Figure]:
+def _axis_plots(comp: Comparison, out: Path) -> list[Drawn]:
     """Each metric against each axis, levels in the sweep's order; for an axis that is not an
     arm's (a model size, a learning rate), one line per arm, so that each arm's course shows."""
     made = []
@@ -280,7 +281,7 @@ def _mean_of(comp: Comparison, axis: str, level: str, arm: str, key: str) -> flo
     return math.fsum(vals) / len(vals) if vals else None
 
 
-def _interaction_plots(comp: Comparison, out: Path) -> list[Figure]:
+def _interaction_plots(comp: Comparison, out: Path) -> list[Drawn]:
     """One plot per interaction: each arm's Δ at every level of the axis, per metric."""
     made = []
     arms = arm_labels(comp)
