@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import ladder
+from orchestrator.core.parts import Figure
+
 from .cells import (
     DASH,
     NO_INTERVALS,
@@ -44,6 +45,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
+from .sections import SECTIONS, writers
 
 Plots = Sequence[tuple[Path, str]]
 """(PNG path, caption) of each plot, in report order."""
@@ -323,25 +325,11 @@ def _environments(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]
     ]
 
 
-def _plots(comp: Comparison, heads: dict, plots: Plots = ()) -> list[str]:
-    """The plots, embedded."""
-    parts: list[str] = []
-    if plots:
-        parts.append('<section id="plots"><h2>Plots</h2>')
-        for path, caption in plots:
-            uri, size = data_uri(path)
-            dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
-            parts.append(f'<figure><img src="{uri}" alt="{esc(caption)}"{dims}><figcaption>{esc(caption)}</figcaption></figure>')
-        parts.append("</section>")
-    return parts
-
-
-def _ladder(comp: Comparison, heads: dict, plots: Plots) -> list[str]:
-    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder`)."""
-    if comp.ladder is None:
-        return []
-
-    return ladder.html(comp.ladder, esc)
+def _image(fig: Figure) -> str:
+    """A plot, embedded."""
+    uri, size = data_uri(fig.path)
+    dims = f' width="{size[0]}" height="{size[1]}"' if size else ""
+    return f'<figure><img src="{uri}" alt="{esc(fig.caption)}"{dims}><figcaption>{esc(fig.caption)}</figcaption></figure>'
 
 
 HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
@@ -353,11 +341,10 @@ HTML_SECTIONS: list[Callable[[Comparison, dict, Plots], list[str]]] = [
     _effects,
     _unfinished,
     _environments,
-    _ladder,
-    _plots,
 ]
-"""The report's sections in order, one function each (comparison, axis headers, plots) -> HTML
-parts; a section with nothing to show returns none. Extend it to add a section."""
+"""The comparison's tables in order, one function each (comparison, axis headers, plots) -> HTML
+parts; a section with nothing to show returns none. The sections after them (the ladder, the
+plots) are the neutral ones of `dashboards.sections.SECTIONS`, written by its HTML part writer."""
 
 
 def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
@@ -377,6 +364,8 @@ def render(comp: Comparison, plots: Sequence[tuple[Path, str]] = ()) -> str:
 
     for section in HTML_SECTIONS:
         parts += section(comp, heads, plots)
+    for neutral in SECTIONS:
+        parts += writers.html(neutral.name, neutral.title, neutral.parts(comp, plots), esc, _image)
     parts.append(
         f"<footer>gatesweep report of sweep {esc(s.name)} ({esc(status_counts(comp))}); parent run "
         f"{esc(s.parent.run_id)} in experiment {esc(s.experiment)}. Self-contained: no network, no scripts.</footer>"

@@ -1,6 +1,7 @@
 """A ladder sweep in the report: the comparison's rows as the ladder's records, analysed and laid
 out by `orchestrator.ladder` (one definition of arm, baseline and rung for the report and the
-driver's promotion), written here in each format and drawn as plots.
+driver's promotion), written in each format as the report's `ladder` section (`dashboards.sections`)
+and drawn as plots.
 
 An **arm** is a configuration without its rung: the rows of the comparison that differ only in
 `ladder.rung`; the **baseline arm** is chosen by `orchestrator.ladder.runs.baseline_of` (no gate,
@@ -19,11 +20,12 @@ from orchestrator.core import metrics as registry
 from orchestrator.ladder import section as sec
 from orchestrator.ladder.answers import REPLICATES
 from orchestrator.ladder.runs import RUNG_AXIS, Arm, Run, baseline_of, describe, run_from_metrics, unknown_keys
-from orchestrator.ladder.section import LadderReport, Lines, Table
+from orchestrator.ladder.section import LadderReport
 
 from . import figures
 from .comparison import Comparison, Row
 from .records import StoreError, finite
+from .sections import LADDER, ladder_report_parts, writers
 
 COMPUTE = registry.get("train_flops").name
 FIT_METRICS = ("val_loss", "val_bpb")
@@ -147,86 +149,25 @@ def _trends(groups: list[tuple[Arm, list[Row]]]) -> dict:
     return out
 
 
-# ---- the formats ------------------------------------------------------------------------------------------
-def _grid(head: list[str], body: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in body]
-    return lines
-
-
+# ---- the formats: the ladder's section through the part writers (`dashboards.sections`) ------------------
 def terminal(rep: LadderReport) -> str:
-    lines = ["", *sec.header_lines(rep)]
-    for part in sec.parts(rep):
-        lines += ["", part.title]
-        if isinstance(part, Table):
-            lines += _grid(part.head, part.rows)
-            if part.legend:
-                lines.append(f"  ({part.legend})")
-        else:
-            lines += [f"  {x}" for x in part.lines]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    return writers.terminal(ladder_report_parts(rep))
 
 
 def markdown(rep: LadderReport) -> str:
-    lines = ["", "## Scaling ladder", "", *sec.header_lines(rep)]
-    for part in sec.parts(rep):
-        lines += ["", f"### {part.title}", ""]
-        if isinstance(part, Table):
-            lines += ["| " + " | ".join(_md(h) for h in part.head) + " |", "|" + "---|" * len(part.head)]
-            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in part.rows]
-            if part.legend:
-                lines += ["", f"*{part.legend}*"]
-        else:
-            lines += [f"- {x}" for x in part.lines]
-    return "\n".join(lines) + "\n"
+    return "\n" + "\n".join(writers.markdown(LADDER.title, ladder_report_parts(rep))) + "\n"
 
 
 def latex(rep: LadderReport, tex: Callable[[str], str]) -> str:
     """Every table as a booktabs table (`tex` escapes text); the lines as comments."""
-    out = []
-    for part in sec.parts(rep):
-        if isinstance(part, Lines):
-            out += [f"% {tex(part.title)}: {tex(x)}" for x in part.lines] + [""]
-            continue
-        out += [
-            "\\begin{table}[t]",
-            "\\centering",
-            f"\\caption{{{tex(part.title)}}}",
-            "\\begin{tabular}{l" + "r" * (len(part.head) - 1) + "}",
-            "\\toprule",
-            " & ".join(tex(h) for h in part.head) + " \\\\",
-            "\\midrule",
-            *[" & ".join(tex(c) for c in row) + " \\\\" for row in part.rows],
-            "\\bottomrule",
-            "\\end{tabular}",
-            *([f"\\par\\footnotesize {tex(part.legend)}"] if part.legend else []),
-            "\\end{table}",
-            "",
-        ]
-    return "\n".join(out) + "\n"
+    return writers.latex(ladder_report_parts(rep), tex)
 
 
 def html(rep: LadderReport, esc: Callable[[object], str]) -> list[str]:
-    out = ['<section id="ladder"><h2>Scaling ladder</h2>', *[f"<p>{esc(x)}</p>" for x in sec.header_lines(rep)]]
-    for part in sec.parts(rep):
-        out.append(f"<h3>{esc(part.title)}</h3>")
-        if isinstance(part, Table):
-            out.append('<div class="scroll"><table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in part.head) + "</tr></thead><tbody>")
-            out += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in part.rows]
-            out.append("</tbody></table></div>")
-            if part.legend:
-                out.append(f'<p class="legend">{esc(part.legend)}</p>')
-        else:
-            out.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in part.lines) + "</ul>")
-    out.append("</section>")
-    return out
+    return writers.html(LADDER.name, LADDER.title, ladder_report_parts(rep), esc, lambda _figure: "")
 
 
+# ---- the document --------------------------------------------------------------------------------------
 def json_doc(rep: LadderReport) -> dict:
     return sec.document(rep)
 

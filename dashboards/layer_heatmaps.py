@@ -5,7 +5,7 @@ in the early layers" or "the sink forms in layer 3 after step 500" shows at a gl
 Every evaluation of a trial logs `first_token_attn/layer_<i>` and `gate_score_mean/layer_<i>`
 (`orchestrator.evals.probe_metrics`); their MLflow histories are fetched here for the runs a
 report draws (`search_runs` returns only the last value), averaged over an arm's seeds at each
-step. `section` is the report's part (`dashboards.report.make_plots`); `rung_heat` builds the
+step. `section` is the report's part (`dashboards.sections.plots.layer_heat`); `rung_heat` builds the
 same grid from per-rung values (layers x rungs), for a ladder report to pass to `draw` (it is not
 wired into the ladder report, whose modules are being rewritten).
 """

@@ -3,10 +3,10 @@ bold and "--" where a metric does not apply, then the deltas against the baselin
 
 from __future__ import annotations
 
-from . import ladder
 from .cells import axis_headers, delta_text, p_text
 from .comparison import Comparison
 from .metrics import axis_text, decimals, fmt
+from .sections import SECTIONS, writers
 from .seedstats import Stat
 
 _TEX = {
@@ -112,6 +112,8 @@ def latex(comp: Comparison) -> str:
             body,
             len(comp.axes),
         )
-    if comp.ladder is not None:
-        lines += ["", ladder.latex(comp.ladder, tex)]
+    for section in SECTIONS:
+        text = writers.latex(section.parts(comp, ()), tex)
+        if text:
+            lines += ["", text]
     return "\n".join(lines) + "\n"

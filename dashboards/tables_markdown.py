@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 
 from orchestrator.core.printable import markdown_cell
 
-from . import ladder
 from .cells import (
     BEST_TEXT,
     DASH,
@@ -31,6 +30,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note, run_list
 from .metrics import axis_text, fmt
+from .sections import SECTIONS, writers
 
 
 def _md_table(header: list[str], body: list[list[str]], right: Sequence[bool] | None = None) -> list[str]:
@@ -189,23 +189,6 @@ def md_problems(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]
     return _joined(blocks)
 
 
-def md_ladder(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
-    """A ladder sweep's fits, multipliers, verdicts and sink trends (`dashboards.ladder`)."""
-    if comp.ladder is None:
-        return []
-
-    return ladder.markdown(comp.ladder).strip("\n").splitlines()
-
-
-def md_plots(comp: Comparison, plots: Sequence[tuple[str, str]]) -> list[str]:
-    if not plots:
-        return []
-    lines = ["## Plots", ""]
-    for name, caption in plots:
-        lines += [f"![{caption}]({name})", "", f"*{caption}*", ""]
-    return lines
-
-
 MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] = [
     md_header,
     md_configurations,
@@ -215,14 +198,14 @@ MD_SECTIONS: list[Callable[[Comparison, Sequence[tuple[str, str]]], list[str]]] 
     md_interactions,
     md_effects,
     md_problems,
-    md_ladder,
-    md_plots,
 ]
-"""The report's sections in order, one function each (comparison, plots) -> lines; a section
-with nothing to show returns none. Extend it to add a section."""
+"""The comparison's tables in order, one function each (comparison, plots) -> lines; a section
+with nothing to show returns none. The sections after them (the ladder, the plots) are the
+neutral ones of `dashboards.sections.SECTIONS`, written by its markdown part writer."""
 
 
 def markdown(comp: Comparison, plots: Sequence[tuple[str, str]] = ()) -> str:
     """The report as markdown; `plots` are (file name, caption) shown as images beside it."""
     blocks = [lines for section in MD_SECTIONS if (lines := section(comp, plots))]
+    blocks += [lines for section in SECTIONS if (lines := writers.markdown(section.title, section.parts(comp, plots)))]
     return "\n\n".join("\n".join(b).strip("\n") for b in blocks).rstrip() + "\n"

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from orchestrator.core.printable import terminal as printable
 
-from . import ladder
 from .cells import (
     DASH,
     axis_headers,
@@ -28,6 +27,7 @@ from .cells import (
 from .comparison import Comparison
 from .environments import mixed_note
 from .metrics import axis_text, fmt
+from .sections import SECTIONS, writers
 
 
 def _align(cells: list[list[str]], right: Sequence[bool]) -> list[list[str]]:
@@ -105,8 +105,10 @@ def terminal(comp: Comparison, width: int = 100) -> str:
         lines += _terminal_grid(header, body, 2, width)
 
     lines += _problem_lines(comp, width)
-    if comp.ladder is not None:
-        lines.append(ladder.terminal(comp.ladder))
+    for section in SECTIONS:
+        text = writers.terminal(section.parts(comp, ()))
+        if text:
+            lines.append(text)
     return "\n".join(lines) + "\n"
 
 

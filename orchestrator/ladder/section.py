@@ -1,5 +1,5 @@
-"""The ladder's section of a report, as neutral parts: tables (title, head, rows, legend) and lists
-of lines, in report order, plus the JSON document every consumer reads. The dashboards write the
+"""The ladder's section of a report, as neutral parts (`orchestrator.core.parts`): tables (title, head,
+rows, legend) and lists of lines, in report order, plus the JSON document every consumer reads. The dashboards write the
 parts in each format (terminal, markdown, LaTeX, HTML) and draw the plots from `LadderReport`.
 
 `build` analyses every fitted metric (`estimate.analyse`) of a ladder's runs, so the driver's
@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.core.parts import Lines, Part, Table
+
 from .answers import EXTRAPOLATION, REPLICATES, Analysis, ArmResult
 from .cells import Estimate, num
 from .estimate import analyse
@@ -20,23 +22,6 @@ DASH = "–"
 TREND_METRICS = ("first_token_attn", "sink_ratio", "max_activation", "gate_score_mean")
 """Probe metrics shown per rung: does the baseline's sink grow with scale?"""
 PER_DECADE = math.log(10.0)
-
-
-@dataclass
-class Table:
-    title: str
-    head: list[str]
-    rows: list[list[str]]
-    legend: str = ""
-
-
-@dataclass
-class Lines:
-    title: str
-    lines: list[str]
-
-
-Part = Table | Lines
 
 
 @dataclass
