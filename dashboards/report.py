@@ -29,7 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.storage import BadLocation, Location, pid_alive
+from orchestrator.runtime.pids import pid_alive
+from orchestrator.storage import BadLocation, Location
 from orchestrator.storage.owned import NotOurs
 from orchestrator.storage.owned import replace as replace_owned
 from orchestrator.tracking import names

@@ -43,8 +43,18 @@ SOURCES: dict[str, list[str]] = {
     "mlflow-runs-grouped.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
     "mlflow-runs-charts.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
     "report-html.png": ["dashboards/html.py", "dashboards/cells.py", "sweeps/hello.yaml", "docs/screenshots.py"],
-    "quickstart-attention-maps.png": ["orchestrator/plots/draw.py", "orchestrator/plots/figure.py", "sweeps/quickstart.yaml"],
-    "quickstart-gate-histograms.png": ["orchestrator/plots/draw.py", "orchestrator/plots/figure.py", "sweeps/quickstart.yaml"],
+    "quickstart-attention-maps.png": [
+        "orchestrator/plots/draw.py",
+        "orchestrator/plots/figure.py",
+        "dashboards/sections/plots.py",
+        "sweeps/quickstart.yaml",
+    ],
+    "quickstart-gate-histograms.png": [
+        "orchestrator/plots/draw.py",
+        "orchestrator/plots/figure.py",
+        "dashboards/sections/plots.py",
+        "sweeps/quickstart.yaml",
+    ],
 }
 """Picture -> the files whose change makes it stale (the code that draws it, the sweep it shows)."""
 QUICKSTART_PLOTS = {"quickstart-attention-maps.png": "attention_maps.png", "quickstart-gate-histograms.png": "gate_histograms.png"}
