@@ -191,7 +191,7 @@ def test_probe_numbers_are_the_trial_evaluations(tmp_path):
 
 
 def test_probe_an_hf_folder_directly(tmp_path, capsys):
-    from tests.orchestrator.test_interop_layouts import hf_folder
+    from tests.support.interop import hf_folder
 
     hf_folder(tmp_path / "next", "qwen3_next", torch.float32, tied=True)
     corpus = text_file(tmp_path / "c.txt")
@@ -301,7 +301,7 @@ def test_missing_corrupt_and_mismatched_weights(tmp_path, capsys):
 
 def test_unsupported_variants_on_export_name_the_variant_and_formats(tmp_path, capsys):
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model, trial_folder
+    from tests.support.interop import BASE, gs_model, trial_folder
 
     cfg = ModelConfig.from_dict({**BASE, "gate": {"position": "G2", "granularity": "headwise"}})
     folder = trial_folder(tmp_path / "t", gs_model(cfg, torch.float32))
@@ -392,7 +392,7 @@ def test_the_entry_point_exits_2_without_a_traceback(tmp_path):
 def test_a_trial_whose_data_is_on_another_machine_still_exports(tmp_path, capsys):
     """Weights travel, data paths need not: the model section is enough, the tokenizer is asked for."""
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model
+    from tests.support.interop import BASE, gs_model
 
     model = gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 257}), torch.float32)
     trial = {"model": model.cfg.to_dict(), "data": {"source": "/elsewhere/corpus.txt", "tokenizer": "byte"}}
@@ -410,7 +410,7 @@ def test_a_trial_whose_data_is_on_another_machine_still_exports(tmp_path, capsys
 
 def test_probe_a_bigram_backcopy_trial_on_its_own_task(tmp_path, capsys):
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model, trial_folder
+    from tests.support.interop import BASE, gs_model, trial_folder
 
     folder = trial_folder(tmp_path / "t", gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 65, "n_layers": 1}), torch.float32))
     code, stdout, err = cli(

@@ -23,8 +23,8 @@ import pytest
 from orchestrator.storage.location import Location
 from tests.services.ports import free_port
 from tests.services.s3 import SECRET_KEY
-
-from .test_sweep_ray import children, runs_of, steps, write
+from tests.support.mlflow import children, runs_of, steps
+from tests.support.sweeps import write_sweep
 
 RUNS = "s3://test-bucket/runs"
 
@@ -80,7 +80,7 @@ def no_secret_under(folder: Path) -> int:
 # ---- preflight: an unusable store is refused before anything is written ------------------------
 @pytest.mark.parametrize("case", ["no credentials", "nothing listening", "no such bucket"])
 def test_an_unusable_object_store_is_refused_in_one_line_writing_nothing(tmp_path, s3, case):
-    f = write(tmp_path, "pre", base={"train": {"steps": 4, "eval_every": 0}})
+    f = write_sweep(tmp_path, "pre", base={"train": {"steps": 4, "eval_every": 0}})
     env: dict = {"GATESWEEP_SCRATCH": str(tmp_path / "scratch"), "MLFLOW_TRACKING_URI": sqlite_uri(tmp_path)}
     runs, expect = RUNS, ""
     if case == "no credentials":
@@ -272,7 +272,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
 
     from orchestrator.tracking import client
 
-    f = write(
+    f = write_sweep(
         a,
         "objs",
         grid={"model.gate.position": ["none", "G1"]},
