@@ -20,11 +20,12 @@ import psutil
 import pytest
 
 from orchestrator.ray.cluster import kill_processes
-from tests.support.mlflow import children, steps
+from tests.support.cli import environ
+from tests.support.mlflow import children, sqlite_uri, steps
+from tests.support.s3 import RUNS, no_secret_in, no_secret_under
 from tests.support.sweeps import write_sweep
 
 from .conftest import loopback_cluster
-from .test_objstore_runs import RUNS, environ, no_secret_in, no_secret_under, sqlite_uri
 
 pytestmark = pytest.mark.slow
 
