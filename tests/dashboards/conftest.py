@@ -8,13 +8,13 @@ SQLite store, ~40-60 s. Then a second sweep over the same four finished cells, w
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support.cli import gatesweep
 
 BASE = {
     "model": {"size": "bigram-1l"},
@@ -46,10 +46,6 @@ class Store:
     run_log: str
 
 
-def cli(*args: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="session")
 def store(tmp_path_factory) -> Store:
     root = tmp_path_factory.mktemp("dashboards-store")
@@ -59,7 +55,7 @@ def store(tmp_path_factory) -> Store:
     for doc in (SWEEP, REUSE):
         path = root / f"{doc['name']}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        out = cli("run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, cwd=root)
+        out = gatesweep("run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, cwd=root, timeout=900)
         logs.append(out.stdout + out.stderr)
         expected = 1 if doc is SWEEP else 0  # the diverging cell fails the first sweep
         assert out.returncode == expected, out.stdout + out.stderr

@@ -16,22 +16,12 @@ from scipy import stats as sps
 from dashboards.report import build_report
 from dashboards.stats import compare
 from dashboards.store import read_sweep
-from orchestrator.cli.main import main
-from orchestrator.tracking import client
+from tests.support.cli import run_cli
+from tests.support.records import mlflow_runs
 
 pytestmark = pytest.mark.slow
 
 METRICS = ("val_ppl", "first_token_attn", "sink_ratio", "max_activation", "loss_spikes", "tokens_per_s")
-
-
-def mlflow_runs(store, sweep="cmp"):
-    """The sweep's parent and children, straight from MLflow (independent of dashboards.store)."""
-    cl = client(store.uri)
-    exp = cl.get_experiment_by_name("dash")
-    runs = cl.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.sweep` = '{sweep}'", max_results=1000)
-    parent = [r for r in runs if r.data.tags.get("gatesweep.kind") == "sweep"]
-    assert len(parent) == 1
-    return cl, parent[0], [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id]
 
 
 def expected_groups(children):
@@ -192,55 +182,49 @@ def test_report_files_and_artifacts_on_the_parent_run(store, tmp_path):
     assert len(mlflow_runs(store)[2]) == 5
 
 
-def run_cli(capsys, *args):
-    rc = main(["report", *args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_every_format_renders(store, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     common = ["cmp", "--tracking-uri", store.uri, "--out", str(tmp_path / "r"), "--no-plots"]
-    rc, out, err = run_cli(capsys, *common)
+    rc, out, err = run_cli(capsys, "report", *common)
     assert rc == 0, err
     lines = out.splitlines()
     assert max(len(ln) for ln in lines) <= 100, [ln for ln in lines if len(ln) > 100]
     assert re.search(r"^none\s+0\.003\s+1\s+2\s+ok\s", out, re.M) and re.search(r"^none\s+1e\+10\s+0\s+0\s+1 failed", out, re.M)
     assert "*" in out and "±" in out and "Δ vs the baseline" in out and "not finished:" in out and "diverged" in out
 
-    rc, md, _ = run_cli(capsys, *common, "--format", "md")
+    rc, md, _ = run_cli(capsys, "report", *common, "--format", "md")
     assert rc == 0 and "| model.gate" in md and "**" in md and "## Runs that did not finish" in md
     table = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert len({len(ln) for ln in table[:4]}) == 1  # header and 3 rows, padded: the raw text lines up
 
-    rc, text, _ = run_cli(capsys, *common, "--format", "csv")
+    rc, text, _ = run_cli(capsys, "report", *common, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rc == 0 and len(rows) == 3
     g1 = [r for r in rows if r["model.gate"] == "G1-elementwise"][0]
     assert int(g1["n_finished"]) == 2 and float(g1["val_ppl.p"]) > 0 and g1["gate_score_mean.mean"]
     assert [r["status"] for r in rows if r["train.lr"].startswith("1")] == ["1 failed"]
 
-    rc, tex, _ = run_cli(capsys, *common, "--format", "latex")
+    rc, tex, _ = run_cli(capsys, "report", *common, "--format", "latex")
     assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and "--" in tex
     # bold marks a best value only where it is significant after Holm (rarely, with these 2 seeds)
     marked = any(r.best for r in compare(read_sweep(store.uri, "cmp")).rows)
     assert "best in bold where significantly better after Holm" in tex and (r"\textbf{" in tex) == marked
 
-    rc, page, _ = run_cli(capsys, *common, "--format", "html")
+    rc, page, _ = run_cli(capsys, "report", *common, "--format", "html")
     assert rc == 0 and page.startswith("<!DOCTYPE html>") and "<table" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page) and "<script" not in page
 
 
 def test_user_errors_exit_2_and_create_nothing(store, tmp_path, capsys):
-    rc, _, err = run_cli(capsys, "nope", "--tracking-uri", store.uri, "--no-log")
+    rc, _, err = run_cli(capsys, "report", "nope", "--tracking-uri", store.uri, "--no-log")
     assert rc == 2 and "no sweep named 'nope'" in err and "cmp" in err and "cmp-again" in err
     assert "Traceback" not in err
     missing = tmp_path / "missing.db"
-    rc, _, err = run_cli(capsys, "cmp", "--tracking-uri", f"sqlite:///{missing}")
+    rc, _, err = run_cli(capsys, "report", "cmp", "--tracking-uri", f"sqlite:///{missing}")
     assert rc == 2 and "no store at" in err and not missing.exists()
-    rc, _, err = run_cli(capsys, "--tracking-uri", store.uri)
+    rc, _, err = run_cli(capsys, "report", "--tracking-uri", store.uri)
     assert rc == 2 and "name a sweep" in err
-    rc, _, err = run_cli(capsys, "cmp", "--tracking-uri", store.uri, "--parent", "0" * 32)
+    rc, _, err = run_cli(capsys, "report", "cmp", "--tracking-uri", store.uri, "--parent", "0" * 32)
     assert rc == 2 and "no run" in err
 
 
@@ -286,6 +270,7 @@ def test_parent_option_reports_one_launch(store, tmp_path, capsys):
     _, parent, _ = mlflow_runs(store)
     rc, out, err = run_cli(
         capsys,
+        "report",
         "--parent",
         parent.info.run_id,
         "--tracking-uri",
@@ -299,5 +284,5 @@ def test_parent_option_reports_one_launch(store, tmp_path, capsys):
     )
     assert rc == 0, err
     assert len(list(csv.DictReader(io.StringIO(out)))) == 3
-    rc, _, err = run_cli(capsys, "cmp-again", "--parent", parent.info.run_id, "--tracking-uri", store.uri, "--no-log")
+    rc, _, err = run_cli(capsys, "report", "cmp-again", "--parent", parent.info.run_id, "--tracking-uri", store.uri, "--no-log")
     assert rc == 2 and "parent of sweep 'cmp'" in err

@@ -13,8 +13,7 @@ import pytest
 
 import dashboards
 from orchestrator.tracking import names
-
-from .test_report import mlflow_runs
+from tests.support.records import mlflow_runs
 
 pytestmark = pytest.mark.slow
 

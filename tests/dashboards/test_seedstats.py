@@ -28,8 +28,7 @@ from dashboards.seedstats import (
     seeds_needed,
 )
 from dashboards.stats import compare
-
-from .test_stats import run, sweep_of
+from tests.support.records import run, sweep_of
 
 
 def scipy_percentile(x, n_resamples=400_000, seed=7):

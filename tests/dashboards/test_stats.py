@@ -14,47 +14,8 @@ from dashboards import html, tables
 from dashboards.metrics import axis_text, decimals, fmt
 from dashboards.seedstats import describe
 from dashboards.stats import compare
-from dashboards.store import RunRecord, SweepRuns, resolve_axes
-from orchestrator.tracking import run_state
-
-
-def run(
-    i: int,
-    gate: str,
-    lr: str,
-    seed: int,
-    *,
-    status: str = "FINISHED",
-    metrics: dict | None = None,
-    tags: dict | None = None,
-    params: dict | None = None,
-    start: int = 0,
-) -> RunRecord:
-    t = {"gatesweep.axis.model.gate": gate, "gatesweep.axis.train.lr": lr, "gatesweep.axis.train.seed": str(seed), **(tags or {})}
-    state, reason = run_state(status, t)
-    return RunRecord(
-        run_id=f"r{i:03d}",
-        name=f"{gate}-{lr}-s{seed}",
-        status=status,
-        state=state,
-        reason=reason,
-        params=params or {"train.lr": lr, "train.seed": str(seed)},
-        metrics=metrics or {},
-        tags=t,
-        start_time=start or i,
-        end_time=None,
-        experiment_id="1",
-    )
-
-
-def sweep_of(
-    runs: list[RunRecord], axes: str = "model.gate,train.lr,train.seed", search: str = "grid", space: str | None = None
-) -> SweepRuns:
-    params = {"sweep.axes": axes, "sweep.search": search, **({"sweep.space": space} if space is not None else {})}
-    parent = RunRecord("p", "s", "FINISHED", "finished", "", params, {}, {"gatesweep.kind": "sweep"}, 0, None, "1")
-    s = SweepRuns("s", "sqlite:///x.db", "1", "e", parent, runs, 1, search=search)
-    resolve_axes(s)
-    return s
+from dashboards.store import RunRecord
+from tests.support.records import run, sweep_of
 
 
 def ppl(gate: str, lr: str, seed: int) -> float:

@@ -4,12 +4,12 @@ test_sweep_spec.py and the bad trial configs of test_cli_train.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "sweeps" / "quickstart.yaml")
@@ -43,26 +43,22 @@ CASES = [
 
 
 @pytest.mark.parametrize("args, expected", CASES, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
-def test_misuse_exits_2_without_traceback_or_side_effects(tmp_path, args, expected):
+def test_misuse_exits_2_without_traceback_or_side_effects(tmp_path, monkeypatch, capsys, args, expected):
+    """In-process in the test's folder (an uncaught exception fails the test itself); the process
+    contract (exit status, closed pipes, signals) is test_cli_contract.py's."""
+    monkeypatch.chdir(tmp_path)
     args = [huge(tmp_path) if a == "HUGE" else a for a in args]
-    out = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert expected in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr
+    code, out, err = run_cli(capsys, *args)
+    assert code == 2, out + err
+    assert expected in err, err
+    assert "Traceback" not in err
     leftovers = {p.name for p in tmp_path.iterdir()} - {"huge.yaml"}
     assert not leftovers, f"wrote {leftovers}"
 
 
-def test_validate_reports_good_and_bad_files_together(tmp_path):
+def test_validate_reports_good_and_bad_files_together(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nbase: {model: {size: tiny}}\ngrid: {model.gate.position: [G1, G8]}\n")
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "validate", QUICK, str(bad)], capture_output=True, text=True)
-    assert out.returncode == 2
-    assert "valid sweep 'quickstart'" in out.stdout and "G8" in out.stderr
+    code, out, err = run_cli(capsys, "validate", QUICK, bad)
+    assert code == 2
+    assert "valid sweep 'quickstart'" in out and "G8" in err

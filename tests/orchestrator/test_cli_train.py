@@ -2,35 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bigram_g1.yaml"
-FAST = [
-    "--set",
-    "train.steps=12",
-    "--set",
-    "train.eval_every=6",
-    "--set",
-    "train.log_every=3",
-    "--set",
-    "train.checkpoint_every=6",
-    "--set",
-    "data.seq_len=32",
-    "--set",
-    "eval.batches=1",
-    "--set",
-    "eval.batch_size=8",
-    "--set",
-    "eval.probe_sequences=4",
-]
-
-
-def gatesweep(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+from tests.support.cli import gatesweep, run_cli
+from tests.support.trials import EXAMPLE, FAST
 
 
 @pytest.mark.parametrize(
@@ -50,36 +25,38 @@ def gatesweep(*args, cwd):
         ("data: {tokenizer: bpe:12}\n", [], "data.tokenizer"),
     ],
 )
-def test_bad_configs_exit_2_with_the_field_and_no_traceback(tmp_path, content, overrides, expected):
+def test_bad_configs_exit_2_with_the_field_and_no_traceback(tmp_path, monkeypatch, capsys, content, overrides, expected):
+    monkeypatch.chdir(tmp_path)  # where the default store would be written
     path = tmp_path / "c.yaml"
     path.write_text(content)
     args = ["train", str(path)]
     for o in overrides:
         args += ["--set", o]
-    out = gatesweep(*args, cwd=tmp_path)
-    assert out.returncode == 2, out.stderr
-    assert expected in out.stderr
-    assert "Traceback" not in out.stderr
-    assert str(path) in out.stderr or "--set" in out.stderr
+    code, _, err = run_cli(capsys, *args)  # in-process: an uncaught exception would fail the test here
+    assert code == 2, err
+    assert expected in err
+    assert "Traceback" not in err
+    assert str(path) in err or "--set" in err
     assert not (tmp_path / "mlflow.db").exists(), "nothing written to the store"
 
 
-def test_missing_file_and_bad_tracking_uri(tmp_path):
-    out = gatesweep("train", "nope.yaml", cwd=tmp_path)
-    assert out.returncode == 2 and "nope.yaml: no such file" in out.stderr
-    out = gatesweep("train", str(EXAMPLE), "--tracking-uri", "ftp://x", cwd=tmp_path)
-    assert out.returncode == 2 and "allowed schemes" in out.stderr
+def test_missing_file_and_bad_tracking_uri(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "train", "nope.yaml")
+    assert code == 2 and "nope.yaml: no such file" in err
+    code, _, err = run_cli(capsys, "train", EXAMPLE, "--tracking-uri", "ftp://x")
+    assert code == 2 and "allowed schemes" in err
 
 
 @pytest.mark.slow
 def test_train_then_resume_refusal_and_resume(tmp_path):
-    out = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path)
+    out = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "first_token_attn" in out.stdout and "MLflow run" in out.stdout
     assert (tmp_path / "mlflow.db").exists()
-    again = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path)
+    again = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path, timeout=300)
     assert again.returncode == 2 and "--resume" in again.stderr
-    resumed = gatesweep("train", str(EXAMPLE), *FAST, "--resume", "--quiet", cwd=tmp_path)
+    resumed = gatesweep("train", str(EXAMPLE), *FAST, "--resume", "--quiet", cwd=tmp_path, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     run_id = out.stdout.split("MLflow run ")[1].split()[0]
     assert run_id in resumed.stdout, "resume continues the same MLflow run"

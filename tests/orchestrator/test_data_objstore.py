@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.main import main
 from orchestrator.data import mirror
 from orchestrator.data.prepare import DataSettings, prepare
 from orchestrator.storage import folders
 from orchestrator.storage.location import Location
 from tests.services.s3 import SECRET_KEY
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = "s3://test-bucket/gs-cache"
@@ -40,13 +40,6 @@ def node(monkeypatch, tmp_path: Path, name: str) -> Path:
     monkeypatch.setenv("GATESWEEP_CACHE", CACHE)
     monkeypatch.setenv("GATESWEEP_SCRATCH", str(scratch))
     return scratch
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def entry_keys(s3, kind: str = "tokens") -> list[str]:
@@ -74,7 +67,7 @@ class Untouchable:
 def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3, tmp_path, monkeypatch, capsys):
     src = corpus(tmp_path / "corpus")
     scratch_a = node(monkeypatch, tmp_path, "a")
-    code, out, err = cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
+    code, out, err = run_cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
     assert code == 0, err
     assert "prepared in" in out and "published" in out
     keys = entry_keys(s3)
@@ -92,7 +85,7 @@ def test_prepare_publishes_once_and_a_fresh_node_downloads_without_tokenizing(s3
     assert SECRET_KEY not in out + err
 
     # a second `data prepare` on the same node: cached locally, nothing uploaded again
-    code, out, _ = cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
+    code, out, _ = run_cli(capsys, "data", "prepare", src, "--tokenizer", "bpe:300")
     assert code == 0 and "(cached:" in out and entry_keys(s3) == keys
 
     # a fresh node: downloads tokenizer and shards, never reads the corpus or runs the tokenizer
@@ -278,7 +271,7 @@ def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkey
     elif case == "not-a-uri":
         monkeypatch.setenv("GATESWEEP_CACHE", "ftp://host/cache")
     t0 = time.monotonic()
-    code, out, err = cli(capsys, "data", "prepare", src)
+    code, out, err = run_cli(capsys, "data", "prepare", src)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("gatesweep: error: "), err
     assert needle in lines[0] and "Traceback" not in err, lines
@@ -288,7 +281,7 @@ def test_a_store_that_cannot_be_used_is_one_line_and_exit_2(s3, tmp_path, monkey
     if case in ("no-credentials", "wrong-endpoint"):
         assert entry_keys(s3) == []
     if case == "not-a-uri":  # the listing, and a trial's data stage, refuse it the same way
-        code, _, err = cli(capsys, "data")
+        code, _, err = run_cli(capsys, "data")
         assert code == 2 and err.strip() == lines[0], err
         from orchestrator.data.sources import DataUnavailable
 

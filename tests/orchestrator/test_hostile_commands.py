@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from gatedmodels import GatedTransformer, ModelConfig
-from orchestrator.cli.main import main
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 V = 65  # bigram-backcopy's default 64 tokens + BOS
@@ -41,13 +41,6 @@ RUN_A, RUN_B = "a" * 32, "b" * 32
 
 
 # ---- helpers ---------------------------------------------------------------------------------------
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def one_line(result: tuple[int, str, str], *needles: str) -> str:
     code, _, err = result
     assert code == 2, err
@@ -166,8 +159,10 @@ def test_export_force_refuses_the_working_folder_and_deletes_nothing(tmp_path, c
     (work / "notes.txt").write_text("mine")
     trial = trial_dir(work / "runs" / "t")
     monkeypatch.chdir(work)
-    one_line(cli(capsys, "export", trial, "--out", ".", "--force", "--format", "gatesweep", "--no-tokenizer"), "is the working folder")
-    one_line(cli(capsys, "export", trial, "--out", "..", "--force", "--format", "gatesweep", "--no-tokenizer"), "holds the working folder")
+    one_line(run_cli(capsys, "export", trial, "--out", ".", "--force", "--format", "gatesweep", "--no-tokenizer"), "is the working folder")
+    one_line(
+        run_cli(capsys, "export", trial, "--out", "..", "--force", "--format", "gatesweep", "--no-tokenizer"), "holds the working folder"
+    )
     assert (work / "notes.txt").read_text() == "mine" and (work / "runs" / "sweeps").is_dir() and (trial / "model.pt").is_file()
 
 
@@ -178,7 +173,7 @@ def test_export_force_refuses_the_source_and_its_parents(tmp_path, capsys, where
     out = {"the trial folder": trial, "its parent": trial.parent, "a symlink to it": tmp_path / "link"}[where]
     if where == "a symlink to it":
         out.symlink_to(trial)
-    one_line(cli(capsys, "export", trial, "--out", out, "--force", "--no-log", "--format", "gatesweep", "--no-tokenizer"), "the source")
+    one_line(run_cli(capsys, "export", trial, "--out", out, "--force", "--no-log", "--format", "gatesweep", "--no-tokenizer"), "the source")
     assert (trial / "model.pt").is_file() and (trial / "checkpoints" / "step4").is_dir()
 
 
@@ -188,7 +183,7 @@ def test_export_force_refuses_a_folder_gatesweep_did_not_write(tmp_path, capsys)
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
     (out / "config.json").write_text("{}")  # a file an export would write, but not gatesweep's
-    line = one_line(cli(capsys, "export", trial, "--out", out, "--force", "--format", "gatesweep", "--no-tokenizer"))
+    line = one_line(run_cli(capsys, "export", trial, "--out", out, "--force", "--format", "gatesweep", "--no-tokenizer"))
     assert "holds files gatesweep did not write (thesis.tex)" in line
     assert (out / "thesis.tex").read_text() == "years of work"
 
@@ -196,10 +191,10 @@ def test_export_force_refuses_a_folder_gatesweep_did_not_write(tmp_path, capsys)
 def test_export_force_replaces_a_previous_export_whole(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
     out = tmp_path / "exp"
-    code, _, err = cli(capsys, "export", trial, "--out", out, "--format", "gatesweep", "--no-tokenizer")
+    code, _, err = run_cli(capsys, "export", trial, "--out", out, "--format", "gatesweep", "--no-tokenizer")
     assert code == 0, err
     assert {p.name for p in out.iterdir()} == {"config.yaml", "model.safetensors"}
-    code, _, err = cli(capsys, "export", trial, "--out", out, "--force", "--no-tokenizer")  # now as HF: config.yaml must go
+    code, _, err = run_cli(capsys, "export", trial, "--out", out, "--force", "--no-tokenizer")  # now as HF: config.yaml must go
     assert code == 0, err
     assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors"}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".exp.")], "no temporary sibling left"
@@ -214,16 +209,17 @@ def test_import_refused_for_a_tokenizer_larger_than_the_vocabulary_leaves_nothin
     big.save(str(tmp_path / "big.json"))
     out = tmp_path / "imp"
     one_line(
-        cli(capsys, "import", hf, "--out", out, "--tokenizer", tmp_path / "big.json"), "357 tokens, more than the model's vocabulary (320)"
+        run_cli(capsys, "import", hf, "--out", out, "--tokenizer", tmp_path / "big.json"),
+        "357 tokens, more than the model's vocabulary (320)",
     )
     assert not out.exists(), "a refused import leaves no --out behind"
-    code, _, err = cli(capsys, "import", hf, "--out", out, "--data", "shakespeare")  # the corrected command is not 'not empty'
+    code, _, err = run_cli(capsys, "import", hf, "--out", out, "--data", "shakespeare")  # the corrected command is not 'not empty'
     assert code == 0, err
     assert {p.name for p in out.iterdir()} == {"model.pt", "tokenizer.json", "config.yaml", "import.json"}
     assert torch.load(out / "model.pt", weights_only=True)["config"]["data"]["tokenizer"] == str(out.resolve() / "tokenizer.json")
-    code, _, err = cli(capsys, "import", hf, "--out", out, "--force", "--data", "shakespeare")  # --force replaces an import
+    code, _, err = run_cli(capsys, "import", hf, "--out", out, "--force", "--data", "shakespeare")  # --force replaces an import
     assert code == 0, err
-    one_line(cli(capsys, "import", hf, "--out", hf, "--force"), "is the source")
+    one_line(run_cli(capsys, "import", hf, "--out", hf, "--force"), "is the source")
 
 
 # ---- 2. every artifact knows whose it is ------------------------------------------------------------
@@ -231,11 +227,11 @@ def test_eval_refuses_weights_of_another_run_than_the_one_it_would_log_into(tmp_
     uri, cl, (trained, newer) = store
     # `train --fresh`: the new run's run.json at once, the previous run's model.pt until the new one ends
     trial = trial_dir(tmp_path / "t", run_id=trained, run_json={"run_id": newer})
-    line = one_line(cli(capsys, "eval", trial, "--tasks", "length", "--tracking-uri", uri))
+    line = one_line(run_cli(capsys, "eval", trial, "--tasks", "length", "--tracking-uri", uri))
     assert f"trained under MLflow run {trained}, but run.json names run {newer}" in line
     assert cl.get_run(newer).data.metrics == {}, "nothing logged into the run that did not produce the weights"
     for command in (["export", trial, "--out", tmp_path / "o"], ["probe", trial, "--data", "bigram-backcopy", "--out", tmp_path / "p"]):
-        one_line(cli(capsys, *command, "--tracking-uri", uri), f"trained under MLflow run {trained}")
+        one_line(run_cli(capsys, *command, "--tracking-uri", uri), f"trained under MLflow run {trained}")
     assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
 
 
@@ -245,7 +241,7 @@ def test_a_run_id_whose_folder_holds_a_later_runs_weights_is_refused(tmp_path, c
 
     trial = trial_dir(tmp_path / "t", run_id=newer, run_json={"run_id": newer})
     cl.set_tag(trained, names.RUN_DIR_TAG, str(trial))
-    line = one_line(cli(capsys, "eval", trained, "--tasks", "length", "--tracking-uri", uri))
+    line = one_line(run_cli(capsys, "eval", trained, "--tasks", "length", "--tracking-uri", uri))
     assert f"was trained under run {newer}, not this one" in line
     assert cl.get_run(trained).data.metrics == {}
 
@@ -253,7 +249,7 @@ def test_a_run_id_whose_folder_holds_a_later_runs_weights_is_refused(tmp_path, c
 def test_eval_logs_into_the_run_the_weights_were_trained_under(tmp_path, capsys, store):
     uri, cl, (trained, _) = store
     trial = trial_dir(tmp_path / "t", run_id=trained, run_json={"run_id": trained})
-    code, out, err = cli(capsys, "eval", trial, "--tasks", "length", "--lengths", "64", "--tracking-uri", uri)
+    code, out, err = run_cli(capsys, "eval", trial, "--tasks", "length", "--lengths", "64", "--tracking-uri", uri)
     assert code == 0, err
     assert f"into MLflow run {trained}" in out and any(k.startswith("length_loss/") for k in cl.get_run(trained).data.metrics)
 
@@ -267,7 +263,7 @@ def test_probe_of_nan_weights_reports_nan_and_warns(tmp_path, capsys, module_uri
         for p in net.parameters():
             p.fill_(float("nan"))
     trial = trial_dir(tmp_path / "t", net)
-    code, out, err = cli(
+    code, out, err = run_cli(
         capsys,
         "probe",
         trial,
@@ -317,7 +313,7 @@ def test_a_file_reachable_twice_is_one_document(tmp_path):
 def test_probe_refuses_a_pass_the_machine_cannot_hold_with_the_figure(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t", model(max_seq_len=65536))
     t0, before = time.perf_counter(), rss_mb()
-    line = one_line(cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--seq-len", 65536, "--out", tmp_path / "p"))
+    line = one_line(run_cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--seq-len", 65536, "--out", tmp_path / "p"))
     assert "one probe pass holds about" in line and "GiB" in line and "lower --sequences or --seq-len" in line
     assert time.perf_counter() - t0 < 10 and rss_mb() - before < 500, "refused before anything was allocated"
 
@@ -326,7 +322,7 @@ def test_import_refuses_an_unused_12_gib_tensor_from_its_header(tmp_path, capsys
     hf = hf_dir(tmp_path / "hf", tmp_path)
     rewrite_safetensors(hf / "model.safetensors", extra={"unused.weight": ("F32", [3 * 2**30])})
     t0, before = time.perf_counter(), rss_mb()
-    line = one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"))
+    line = one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"))
     assert "tensor unused.weight declares shape [3221225472] (12.00 GiB)" in line and "nothing was read" in line
     assert time.perf_counter() - t0 < 20 and rss_mb() - before < 500, "the 12 GiB were never read"
     assert not (tmp_path / "o").exists()
@@ -335,7 +331,7 @@ def test_import_refuses_an_unused_12_gib_tensor_from_its_header(tmp_path, capsys
 def test_import_refuses_an_unknown_tensor_by_name_before_reading_any(tmp_path, capsys):
     hf = hf_dir(tmp_path / "hf", tmp_path)
     rewrite_safetensors(hf / "model.safetensors", extra={"model.layers.0.mlp.bias": ("F32", [48])})
-    one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), "tensors this config does not use: model.layers.0.mlp.bias")
+    one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"), "tensors this config does not use: model.layers.0.mlp.bias")
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.bool])
@@ -344,12 +340,12 @@ def test_integer_and_boolean_weights_are_refused(tmp_path, capsys, dtype):
     rewrite_safetensors(hf / "model.safetensors", change=lambda k, v: v.to(dtype) if k == "model.norm.weight" else v)
     code = "I32" if dtype == torch.int32 else "BOOL"
     one_line(
-        cli(capsys, "import", hf, "--out", tmp_path / "o"), f"tensor model.norm.weight has dtype {code}; weights must be floating point"
+        run_cli(capsys, "import", hf, "--out", tmp_path / "o"), f"tensor model.norm.weight has dtype {code}; weights must be floating point"
     )
     net = model()
     state = {k: v.to(dtype) if k == "norm.weight" else v for k, v in net.state_dict().items()}
     trial = trial_dir(tmp_path / "t", net, state=state)
-    one_line(cli(capsys, "export", trial, "--out", tmp_path / "o"), "tensor norm.weight has dtype", "weights must be floating point")
+    one_line(run_cli(capsys, "export", trial, "--out", tmp_path / "o"), "tensor norm.weight has dtype", "weights must be floating point")
 
 
 # ---- 6. signals and a full disk at the end of a sweep -----------------------------------------------
@@ -406,7 +402,7 @@ def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to
 
     monkeypatch.setattr(storage, "write_json", disk_full_for_state)
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "run", sweep, "--tracking-uri", module_uri)
+    code, out, err = run_cli(capsys, "run", sweep, "--tracking-uri", module_uri)
     assert code == 1, out + err
     assert "Traceback" not in err and "the sweep's state could not be written" in err and "`gatesweep resume full` continues it" in err
     cl = MlflowClient(module_uri)
@@ -512,13 +508,13 @@ def test_eval_refuses_damaged_trials_in_one_line(tmp_path, capsys, case):
     folder = trial_dir(tmp_path / "t", run_json={"run_id": RUN_A})
     damage(folder)
     with within(30):
-        one_line(cli(capsys, "eval", folder, "--tasks", "length", "--no-log"), needle)
+        one_line(run_cli(capsys, "eval", folder, "--tasks", "length", "--no-log"), needle)
 
 
 def test_eval_limit_names_what_it_limits(tmp_path, capsys):
     folder = trial_dir(tmp_path / "t")
-    one_line(cli(capsys, "eval", folder, "--tasks", "ruler", "--limit", 200000), "--limit: got 200000; allowed: 1..100,000 with ruler")
-    code, _, err = cli(capsys, "eval", folder, "--tasks", "length", "--limit", 200000, "--lengths", "64", "--no-log")
+    one_line(run_cli(capsys, "eval", folder, "--tasks", "ruler", "--limit", 200000), "--limit: got 200000; allowed: 1..100,000 with ruler")
+    code, _, err = run_cli(capsys, "eval", folder, "--tasks", "length", "--limit", 200000, "--lengths", "64", "--no-log")
     assert code == 0, err  # --limit does not concern the length task: no message about samples
 
 
@@ -528,7 +524,7 @@ def test_data_prepare_of_a_fifo_or_a_device_is_refused_at_once(tmp_path, capsys,
         device = str(tmp_path / "corpus.txt")
         os.mkfifo(device)
     with within(30):
-        one_line(cli(capsys, "data", "prepare", device), "not a regular file or folder")
+        one_line(run_cli(capsys, "data", "prepare", device), "not a regular file or folder")
 
 
 # ---- 9. terminal and markdown injection ----------------------------------------------------------------
@@ -545,9 +541,9 @@ def test_hostile_values_reach_the_terminal_and_markdown_as_escapes(tmp_path, cap
         )
     )
     monkeypatch.chdir(tmp_path)
-    code, out, err = cli(capsys, "validate", sweep)
+    code, out, err = run_cli(capsys, "validate", sweep)
     assert code == 0, err
-    code, out, err = cli(capsys, "plan", sweep)
+    code, out, err = run_cli(capsys, "plan", sweep)
     assert code == 0, err
     assert "\x1b" not in out and "\u202e" not in out and "\n| injected" not in out
     assert "\\x1b[2J\\x1b[Hall trials finished\\n" in out and "ab\\u202edc" in out
@@ -579,7 +575,7 @@ def test_oversubscription_is_said_by_plan(tmp_path, capsys):
             }
         )
     )
-    code, out, err = cli(capsys, "plan", sweep, "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}")
+    code, out, err = run_cli(capsys, "plan", sweep, "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}")
     assert code == 0, err
     assert f"warning: resources: a trial takes workers_per_trial {cores + 2} x cpus_per_worker 1 CPUs, this machine has {cores}" in out
     from orchestrator.ray.cluster import oversubscription
@@ -678,14 +674,15 @@ def test_validate_refuses_the_tracking_uri_plan_refuses(tmp_path, capsys, uri, n
     trial = tmp_path / "t.yaml"
     trial.write_text(yaml.safe_dump({"model": {"size": "tiny"}, "tracking": {"uri": uri}}))
     lines = [
-        one_line(cli(capsys, cmd, f), "tracking.uri: got", needle) for cmd, f in (("validate", sweep), ("plan", sweep), ("validate", trial))
+        one_line(run_cli(capsys, cmd, f), "tracking.uri: got", needle)
+        for cmd, f in (("validate", sweep), ("plan", sweep), ("validate", trial))
     ]
     assert lines[0] == lines[1], "validate and plan refuse the same file with the same line"
 
 
 # ---- and 24 more, nobody had tried them -----------------------------------------------------------------
 def test_resume_takes_sweep_names_not_paths(tmp_path, capsys):
-    one_line(cli(capsys, "resume", "../../etc", "--runs-dir", tmp_path / "runs"), "not a sweep file nor a sweep name")
+    one_line(run_cli(capsys, "resume", "../../etc", "--runs-dir", tmp_path / "runs"), "not a sweep file nor a sweep name")
 
 
 def test_resume_with_a_state_file_that_is_a_device_is_refused_unread(tmp_path, capsys):
@@ -693,7 +690,7 @@ def test_resume_with_a_state_file_that_is_a_device_is_refused_unread(tmp_path, c
     folder.mkdir(parents=True)
     (folder / "state.json").symlink_to("/dev/zero")
     with within(30):
-        one_line(cli(capsys, "resume", "dev", "--runs-dir", tmp_path / "runs"), "damaged sweep state (not a regular file)")
+        one_line(run_cli(capsys, "resume", "dev", "--runs-dir", tmp_path / "runs"), "damaged sweep state (not a regular file)")
 
 
 @pytest.mark.parametrize("name", ["config.json", "tokenizer.json"])
@@ -702,7 +699,7 @@ def test_import_of_a_folder_whose_json_is_a_device_is_refused_unread(tmp_path, c
     (hf / name).unlink()
     (hf / name).symlink_to("/dev/urandom")
     with within(30):
-        one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), "is not a regular file")
+        one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"), "is not a regular file")
 
 
 def test_import_of_weights_that_are_a_fifo_is_refused_unread(tmp_path, capsys):
@@ -710,25 +707,25 @@ def test_import_of_weights_that_are_a_fifo_is_refused_unread(tmp_path, capsys):
     (hf / "model.safetensors").unlink()
     os.mkfifo(hf / "model.safetensors")
     with within(30):
-        one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), "no model.safetensors or model.safetensors.index.json")
+        one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"), "no model.safetensors or model.safetensors.index.json")
 
 
 def test_import_of_an_index_naming_a_shard_outside_the_folder(tmp_path, capsys):
     hf = hf_dir(tmp_path / "hf", tmp_path)
     (hf / "model.safetensors").rename(tmp_path / "outside.safetensors")
     (hf / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"model.norm.weight": "../outside.safetensors"}}))
-    one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), "names the shard '../outside.safetensors', which is not in")
+    one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"), "names the shard '../outside.safetensors', which is not in")
 
 
 def test_import_of_a_truncated_safetensors_file(tmp_path, capsys):
     hf = hf_dir(tmp_path / "hf", tmp_path)
     raw = (hf / "model.safetensors").read_bytes()
     (hf / "model.safetensors").write_bytes(raw[:-64])
-    one_line(cli(capsys, "import", hf, "--out", tmp_path / "o"), "damaged safetensors file", "truncated")
+    one_line(run_cli(capsys, "import", hf, "--out", tmp_path / "o"), "damaged safetensors file", "truncated")
 
 
 def test_import_seq_len_below_two(tmp_path, capsys):
-    one_line(cli(capsys, "import", tmp_path, "--seq-len", 1), "--seq-len: got 1; allowed: >= 2")
+    one_line(run_cli(capsys, "import", tmp_path, "--seq-len", 1), "--seq-len: got 1; allowed: >= 2")
 
 
 def test_probe_with_a_tokenizer_that_is_a_device(tmp_path, capsys):
@@ -736,7 +733,7 @@ def test_probe_with_a_tokenizer_that_is_a_device(tmp_path, capsys):
     (tmp_path / "corpus.txt").write_text("some text to probe with. " * 400)
     with within(30):
         one_line(
-            cli(capsys, "probe", hf, "--data", tmp_path / "corpus.txt", "--tokenizer", "/dev/zero", "--out", tmp_path / "p"),
+            run_cli(capsys, "probe", hf, "--data", tmp_path / "corpus.txt", "--tokenizer", "/dev/zero", "--out", tmp_path / "p"),
             "is not a regular file",
         )
 
@@ -744,18 +741,18 @@ def test_probe_with_a_tokenizer_that_is_a_device(tmp_path, capsys):
 def test_probe_with_data_that_is_a_device(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
     with within(30):
-        one_line(cli(capsys, "probe", trial, "--data", "/dev/zero", "--out", tmp_path / "p"), "not a regular file or folder")
+        one_line(run_cli(capsys, "probe", trial, "--data", "/dev/zero", "--out", tmp_path / "p"), "not a regular file or folder")
 
 
 def test_probe_with_a_nan_threshold(tmp_path, capsys):
-    one_line(cli(capsys, "probe", tmp_path, "--data", "bigram-backcopy", "--sink-eps", "nan"), "--sink-eps: got nan")
+    one_line(run_cli(capsys, "probe", tmp_path, "--data", "bigram-backcopy", "--sink-eps", "nan"), "--sink-eps: got nan")
 
 
 def test_probe_out_that_is_a_file(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
     (tmp_path / "f").write_text("x")
     one_line(
-        cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--sequences", 2, "--seq-len", 16, "--out", tmp_path / "f"),
+        run_cli(capsys, "probe", trial, "--data", "bigram-backcopy", "--sequences", 2, "--seq-len", 16, "--out", tmp_path / "f"),
         "cannot be written",
     )
 
@@ -763,27 +760,27 @@ def test_probe_out_that_is_a_file(tmp_path, capsys):
 def test_export_out_below_a_file(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
     (tmp_path / "f").write_text("x")
-    one_line(cli(capsys, "export", trial, "--out", tmp_path / "f" / "sub", "--no-tokenizer"), "cannot be created")
-    one_line(cli(capsys, "export", trial, "--out", tmp_path / "f", "--no-tokenizer"), "is a file")
+    one_line(run_cli(capsys, "export", trial, "--out", tmp_path / "f" / "sub", "--no-tokenizer"), "cannot be created")
+    one_line(run_cli(capsys, "export", trial, "--out", tmp_path / "f", "--no-tokenizer"), "is a file")
 
 
 def test_export_with_an_integer_dtype(tmp_path, capsys):
-    one_line(cli(capsys, "export", tmp_path, "--out", tmp_path / "o", "--dtype", "int8"), "--dtype: got 'int8'")
+    one_line(run_cli(capsys, "export", tmp_path, "--out", tmp_path / "o", "--dtype", "int8"), "--dtype: got 'int8'")
 
 
 def test_export_with_a_run_record_that_names_no_run(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t", run_json={"run_id": "../../etc/passwd"})
-    one_line(cli(capsys, "export", trial, "--out", tmp_path / "o"), "run.json: not a trial's run record")
+    one_line(run_cli(capsys, "export", trial, "--out", tmp_path / "o"), "run.json: not a trial's run record")
 
 
 def test_eval_of_a_hugging_face_folder_says_to_import_it(tmp_path, capsys):
     hf = hf_dir(tmp_path / "hf", tmp_path)
-    one_line(cli(capsys, "eval", hf, "--tasks", "ppl", "--no-log"), "`gatesweep import` it first")
+    one_line(run_cli(capsys, "eval", hf, "--tasks", "ppl", "--no-log"), "`gatesweep import` it first")
 
 
 def test_eval_with_lengths_that_are_not_lengths(tmp_path, capsys):
     trial = trial_dir(tmp_path / "t")
-    one_line(cli(capsys, "eval", trial, "--tasks", "length", "--lengths", "0,-5", "--no-log"), "--lengths: got '0,-5'")
+    one_line(run_cli(capsys, "eval", trial, "--tasks", "length", "--lengths", "0,-5", "--no-log"), "--lengths: got '0,-5'")
 
 
 def test_data_prepare_of_a_folder_with_a_fifo_and_a_symlink_loop_reads_the_real_file(tmp_path, capsys):
@@ -793,36 +790,38 @@ def test_data_prepare_of_a_folder_with_a_fifo_and_a_symlink_loop_reads_the_real_
     os.mkfifo(corpus / "pipe.txt")
     (corpus / "loop").symlink_to(corpus)
     with within(120):
-        code, out, err = cli(capsys, "data", "prepare", corpus)
+        code, out, err = run_cli(capsys, "data", "prepare", corpus)
     assert code == 0, err
     assert "done in" in out
 
 
 def test_data_prepare_with_a_nan_held_out_share(tmp_path, capsys):
     (tmp_path / "c.txt").write_text("text " * 100)
-    one_line(cli(capsys, "data", "prepare", tmp_path / "c.txt", "--val-fraction", "nan"), "--val-fraction: got nan")
+    one_line(run_cli(capsys, "data", "prepare", tmp_path / "c.txt", "--val-fraction", "nan"), "--val-fraction: got nan")
 
 
 def test_train_with_a_device_as_its_corpus(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    one_line(cli(capsys, "train", ROOT / "examples" / "bigram_g1.yaml", "--set", "data.source=/dev/zero"), "not a regular file or folder")
+    one_line(
+        run_cli(capsys, "train", ROOT / "examples" / "bigram_g1.yaml", "--set", "data.source=/dev/zero"), "not a regular file or folder"
+    )
     assert not (tmp_path / "mlflow.db").exists()
 
 
 def test_train_with_a_fifo_as_its_config(tmp_path, capsys):
     os.mkfifo(tmp_path / "t.yaml")
     with within(30):
-        one_line(cli(capsys, "train", tmp_path / "t.yaml"), "is not a regular file (a device, pipe or socket)")
+        one_line(run_cli(capsys, "train", tmp_path / "t.yaml"), "is not a regular file (a device, pipe or socket)")
 
 
 def test_ui_with_a_port_out_of_range(capsys):
-    one_line(cli(capsys, "ui", "--port", 0), "--port: got 0; allowed: 1..65535")
+    one_line(run_cli(capsys, "ui", "--port", 0), "--port: got 0; allowed: 1..65535")
 
 
 def test_validate_a_trial_whose_sqlite_store_folder_is_missing(tmp_path, capsys):
     trial = tmp_path / "t.yaml"
     trial.write_text("model: {size: tiny}\ntracking: {uri: 'sqlite:////nowhere/at/all/m.db'}\n")
-    one_line(cli(capsys, "validate", trial), "tracking.uri: got", "does not exist")
+    one_line(run_cli(capsys, "validate", trial), "tracking.uri: got", "does not exist")
 
 
 def test_the_corpus_has_a_case_per_class_and_twenty_more():

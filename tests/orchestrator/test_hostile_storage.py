@@ -21,19 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.cli.main import main
 from orchestrator.storage.location import Location
 from tests.services.html_endpoint import HtmlEndpoint
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOKALIKES = ["s3:/bucket/p", "s3a://bucket/p", "s3:bucket/p", "gcs:/bucket/p", "scheme:rest"]
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def one_line(result: tuple[int, str, str], *needles: str) -> str:
@@ -71,7 +64,7 @@ def test_train_with_a_runs_dir_that_looks_like_a_uri_is_refused_and_creates_noth
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GATESWEEP_SCRATCH", str(tmp_path / "scratch"))
     config = tiny_trial(tmp_path)
-    one_line(cli(capsys, "train", config, "--runs-dir", text, "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), f"--runs-dir {text}")
+    one_line(run_cli(capsys, "train", config, "--runs-dir", text, "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), f"--runs-dir {text}")
     assert created(tmp_path) == [], "nothing written: no local folder named like the URI, no store, no scratch"
 
 
@@ -80,7 +73,7 @@ def test_run_and_resume_with_a_lookalike_runs_dir_are_refused(command, tmp_path,
     monkeypatch.chdir(tmp_path)
     target = tiny_sweep(tmp_path) if command == "run" else "hs"
     for text in ("s3a://bucket/runs", "s3:/bucket/runs"):
-        line = one_line(cli(capsys, command, target, "--runs-dir", text, "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), text)
+        line = one_line(run_cli(capsys, command, target, "--runs-dir", text, "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), text)
         assert "did you mean s3://bucket/runs?" in line
     assert created(tmp_path) == []
 
@@ -91,7 +84,7 @@ def test_a_cache_that_looks_like_a_uri_is_refused_and_never_created(text, tmp_pa
     monkeypatch.setenv("GATESWEEP_CACHE", text)
     monkeypatch.setenv("GATESWEEP_SCRATCH", str(tmp_path / "scratch"))
     (tmp_path / "corpus.txt").write_text("to be or not to be " * 300)
-    one_line(cli(capsys, "data", "prepare", tmp_path / "corpus.txt"), f"GATESWEEP_CACHE={text}: not a folder or an object-store URI")
+    one_line(run_cli(capsys, "data", "prepare", tmp_path / "corpus.txt"), f"GATESWEEP_CACHE={text}: not a folder or an object-store URI")
     assert created(tmp_path) == ["corpus.txt"]
 
 
@@ -113,7 +106,7 @@ def test_train_into_an_endpoint_answering_html_is_refused_naming_it_before_anyth
     config = tiny_trial(tmp_path)
     for extra in ([], ["--fresh"]):  # the old advice, --fresh, does not "train" into a store that keeps nothing
         line = one_line(
-            cli(capsys, "train", config, "--runs-dir", "s3://bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db", *extra),
+            run_cli(capsys, "train", config, "--runs-dir", "s3://bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db", *extra),
             html_store.endpoint,
             "does not answer as an S3 store",
         )
@@ -124,12 +117,12 @@ def test_train_into_an_endpoint_answering_html_is_refused_naming_it_before_anyth
 def test_run_resume_and_data_prepare_against_an_html_endpoint_are_refused(html_store, tmp_path, capsys, monkeypatch):
     sweep = tiny_sweep(tmp_path)
     one_line(
-        cli(capsys, "run", sweep, "--runs-dir", "s3://bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), html_store.endpoint
+        run_cli(capsys, "run", sweep, "--runs-dir", "s3://bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"), html_store.endpoint
     )
-    one_line(cli(capsys, "resume", "hs", "--runs-dir", "s3://bucket/runs"), html_store.endpoint)
+    one_line(run_cli(capsys, "resume", "hs", "--runs-dir", "s3://bucket/runs"), html_store.endpoint)
     monkeypatch.setenv("GATESWEEP_CACHE", "s3://bucket/cache")
     (tmp_path / "corpus.txt").write_text("to be or not to be " * 300)
-    one_line(cli(capsys, "data", "prepare", tmp_path / "corpus.txt"), "GATESWEEP_CACHE=s3://bucket/cache", html_store.endpoint)
+    one_line(run_cli(capsys, "data", "prepare", tmp_path / "corpus.txt"), "GATESWEEP_CACHE=s3://bucket/cache", html_store.endpoint)
     assert created(tmp_path) == ["corpus.txt"] and html_store.requests["PUT"] == 0
 
 
@@ -199,10 +192,10 @@ def test_a_state_file_that_is_a_link_or_names_another_sweep_is_refused(tmp_path,
     other.write_text(json.dumps({"name": "hs", "parent_run_id": "0" * 32, "trials": {}}))
     folder.mkdir(parents=True)
     (folder / "state.json").symlink_to(other)
-    one_line(cli(capsys, "resume", "hs"), "state.json: damaged sweep state (a link")
+    one_line(run_cli(capsys, "resume", "hs"), "state.json: damaged sweep state (a link")
     (folder / "state.json").unlink()
     write_state(folder, {"name": "other", "parent_run_id": "0" * 32, "trials": {}})
-    one_line(cli(capsys, "resume", "hs"), "it names sweep 'other', not the folder's 'hs'")
+    one_line(run_cli(capsys, "resume", "hs"), "it names sweep 'other', not the folder's 'hs'")
 
 
 def test_resume_reads_the_stored_sweep_file_never_a_path_the_state_names(tmp_path, capsys, monkeypatch):
@@ -210,7 +203,7 @@ def test_resume_reads_the_stored_sweep_file_never_a_path_the_state_names(tmp_pat
     (tmp_path / "decoy").mkdir()
     decoy = tiny_sweep(tmp_path / "decoy", "hs")
     write_state(tmp_path / "runs" / "sweeps" / "hs", {"name": "hs", "parent_run_id": "0" * 32, "trials": {}, "sweep_file": str(decoy)})
-    one_line(cli(capsys, "resume", "hs"), "the stored copy of sweep 'hs' is missing")
+    one_line(run_cli(capsys, "resume", "hs"), "the stored copy of sweep 'hs' is missing")
 
 
 def test_a_remote_state_naming_another_sweep_is_refused(s3, tmp_path, capsys, monkeypatch):
@@ -219,7 +212,7 @@ def test_a_remote_state_naming_another_sweep_is_refused(s3, tmp_path, capsys, mo
     body = json.dumps({"name": "../../../escape", "parent_run_id": "0" * 32, "trials": {}}).encode()
     s3.client().put_object(Bucket="test-bucket", Key="runs/sweeps/hs/state.json", Body=body)
     s3.client().put_object(Bucket="test-bucket", Key="runs/sweeps/hs/sweep.yaml", Body=tiny_sweep(tmp_path).read_bytes())
-    one_line(cli(capsys, "resume", "hs", "--runs-dir", "s3://test-bucket/runs"), "not the folder's 'hs'")
+    one_line(run_cli(capsys, "resume", "hs", "--runs-dir", "s3://test-bucket/runs"), "not the folder's 'hs'")
     assert not list(tmp_path.rglob("escape"))
 
 
@@ -246,7 +239,7 @@ def test_a_remote_run_json_far_too_large_is_refused_in_one_line(s3, tmp_path, ca
     h = TrialConfig.from_dict(yaml.safe_load(config.read_text())).config_hash()
     s3.client().put_object(Bucket="test-bucket", Key=f"runs/train-{h}/run.json", Body=b" " * (2 << 20))
     one_line(
-        cli(capsys, "train", config, "--runs-dir", "s3://test-bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"),
+        run_cli(capsys, "train", config, "--runs-dir", "s3://test-bucket/runs", "--tracking-uri", f"sqlite:///{tmp_path}/m.db"),
         "run.json: cannot be read",
         "more than",
     )

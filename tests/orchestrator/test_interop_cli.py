@@ -15,8 +15,8 @@ import torch
 import transformers  # a test dependency (pyproject dev extras): these tests must not skip quietly
 from mlflow.tracking import MlflowClient
 
-from orchestrator.cli.main import main
 from orchestrator.interop.locate import build_model, locate
+from tests.support.cli import run_cli
 
 WORDS = "the gate closes where the sink was and attention on the first token falls to the uniform level".split()
 
@@ -28,13 +28,6 @@ def text_file(path: Path, lines: int = 900) -> Path:
     rng = random.Random(0)
     path.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(lines)) + "\n")
     return path
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()  # what came before (transformers' progress bars) is not this command's
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def one_line_error(code: int, err: str, *needles: str) -> None:
@@ -70,7 +63,7 @@ def trained(tmp_path_factory):
 @pytest.mark.slow
 def test_export_a_trained_trial_by_run_id_then_transformers_loads_it(trained, tmp_path, capsys):
     out = tmp_path / "hf"
-    code, stdout, err = cli(capsys, "export", trained["run_id"], "--out", out, "--tracking-uri", trained["uri"])
+    code, stdout, err = run_cli(capsys, "export", trained["run_id"], "--out", out, "--tracking-uri", trained["uri"])
     assert code == 0, err
     assert "exported G1-elementwise" in stdout and "Qwen3NextForCausalLM (full attention, partial rotary 1.0)" in stdout
     assert f"export/hf/ in MLflow run {trained['run_id']}" in stdout and "read back" in stdout
@@ -96,15 +89,15 @@ def test_export_a_trained_trial_by_run_id_then_transformers_loads_it(trained, tm
     with torch.no_grad():
         assert float((hf(ids).logits - ours(ids)).abs().max()) <= 1e-5
     # again into the same folder: refused unless --force
-    code, _, err = cli(capsys, "export", trained["run_dir"], "--out", out, "--no-log")
+    code, _, err = run_cli(capsys, "export", trained["run_dir"], "--out", out, "--no-log")
     one_line_error(code, err, "is not empty", "--force")
-    code, stdout, err = cli(capsys, "export", trained["run_dir"], "--out", out, "--no-log", "--force", "--format", "official")
+    code, stdout, err = run_cli(capsys, "export", trained["run_dir"], "--out", out, "--no-log", "--force", "--format", "official")
     assert code == 0 and "modeling_qwen3.py" in stdout, err
 
 
 def test_probe_a_trial_logs_a_run_and_matches_the_imported_copy(trained, tmp_path, capsys):
     probe_out = tmp_path / "probe"
-    code, stdout, err = cli(
+    code, stdout, err = run_cli(
         capsys,
         "probe",
         trained["run_id"],
@@ -140,11 +133,11 @@ def test_probe_a_trial_logs_a_run_and_matches_the_imported_copy(trained, tmp_pat
     assert runs[0].data.metrics["first_token_attn"] == pytest.approx(report["metrics"]["first_token_attn"])
     assert "gate_score_mean" in runs[0].data.metrics
     # export -> import -> probe: the same numbers (the same weights, the byte tokenizer as an HF file)
-    cli(capsys, "export", trained["run_dir"], "--out", tmp_path / "hf", "--no-log")
-    code, stdout, err = cli(capsys, "import", tmp_path / "hf", "--out", tmp_path / "imp", "--data", trained["corpus"], "--seq-len", 64)
+    run_cli(capsys, "export", trained["run_dir"], "--out", tmp_path / "hf", "--no-log")
+    code, stdout, err = run_cli(capsys, "import", tmp_path / "hf", "--out", tmp_path / "imp", "--data", trained["corpus"], "--seq-len", 64)
     assert code == 0, err
     assert "G1-elementwise, 2 layers" in stdout and "every sequence starts with <bos> (id 256)" in stdout
-    code, _, err = cli(
+    code, _, err = run_cli(
         capsys, "probe", tmp_path / "imp", "--data", trained["corpus"], "--sequences", 4, "--seq-len", 64, "--out", tmp_path / "p2"
     )
     assert code == 0, err
@@ -152,7 +145,7 @@ def test_probe_a_trial_logs_a_run_and_matches_the_imported_copy(trained, tmp_pat
     for key in ("first_token_attn", "sink_ratio", "max_activation", "gate_score_mean", "val_loss"):
         assert again["metrics"][key] == pytest.approx(report["metrics"][key], rel=1e-5, abs=1e-7), key
     # gatesweep eval takes the imported folder as a trial
-    code, stdout, err = cli(capsys, "eval", tmp_path / "imp", "--tasks", "ppl", "--ppl-sets", trained["corpus"], "--no-log")
+    code, stdout, err = run_cli(capsys, "eval", tmp_path / "imp", "--tasks", "ppl", "--ppl-sets", trained["corpus"], "--no-log")
     assert code == 0, err
     assert "ppl/corpus" in stdout and "bpb/corpus" in stdout
 
@@ -191,11 +184,11 @@ def test_probe_numbers_are_the_trial_evaluations(tmp_path):
 
 
 def test_probe_an_hf_folder_directly(tmp_path, capsys):
-    from tests.orchestrator.test_interop_layouts import hf_folder
+    from tests.support.interop import hf_folder
 
     hf_folder(tmp_path / "next", "qwen3_next", torch.float32, tied=True)
     corpus = text_file(tmp_path / "c.txt")
-    code, stdout, err = cli(
+    code, stdout, err = run_cli(
         capsys, "probe", tmp_path / "next", "--data", corpus, "--sequences", 3, "--seq-len", 32, "--out", tmp_path / "p"
     )
     assert code == 0, err
@@ -273,9 +266,9 @@ QWEN3 = {
 )
 def test_unsupported_hf_folders_are_refused_in_one_line(tmp_path, capsys, config, needles):
     folder = config_folder(tmp_path / "m", config)
-    code, _, err = cli(capsys, "import", folder, "--out", tmp_path / "o")
+    code, _, err = run_cli(capsys, "import", folder, "--out", tmp_path / "o")
     one_line_error(code, err, str(folder / "config.json"), *needles)
-    code, _, err = cli(capsys, "probe", folder, "--data", "shakespeare", "--out", tmp_path / "p")
+    code, _, err = run_cli(capsys, "probe", folder, "--data", "shakespeare", "--out", tmp_path / "p")
     one_line_error(code, err, *needles)
     assert not (tmp_path / "o").exists() and not (tmp_path / "p").exists()
 
@@ -284,31 +277,33 @@ def test_missing_corrupt_and_mismatched_weights(tmp_path, capsys):
     from orchestrator.interop.weights_files import save_file
 
     folder = config_folder(tmp_path / "none", QWEN3)
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "no model.safetensors or model.safetensors.index.json")
+    one_line_error(*run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "no model.safetensors or model.safetensors.index.json")
     (folder / "pytorch_model.bin").write_bytes(b"x")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "found pytorch_model.bin: convert them to safetensors")
+    one_line_error(*run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "found pytorch_model.bin: convert them to safetensors")
     folder = config_folder(tmp_path / "corrupt", QWEN3, b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "damaged safetensors file (its header is not JSON")
+    one_line_error(*run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "damaged safetensors file (its header is not JSON")
     folder = config_folder(tmp_path / "empty", QWEN3, b"")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "not a safetensors file (0 bytes")
+    one_line_error(*run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "not a safetensors file (0 bytes")
     folder = config_folder(tmp_path / "short", QWEN3)
     save_file({"model.embed_tokens.weight": torch.zeros(320, 32)}, folder / "model.safetensors")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "tensor model.norm.weight is missing (expected shape [32]")
+    one_line_error(
+        *run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "tensor model.norm.weight is missing (expected shape [32]"
+    )
     save_file({"model.embed_tokens.weight": torch.zeros(300, 32)}, folder / "model.safetensors")
-    one_line_error(*cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "has shape [300, 32]; this config needs [320, 32]")
+    one_line_error(*run_cli(capsys, "import", folder, "--out", tmp_path / "o")[::2], "has shape [300, 32]; this config needs [320, 32]")
     assert not (tmp_path / "o").exists()
 
 
 def test_unsupported_variants_on_export_name_the_variant_and_formats(tmp_path, capsys):
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model, trial_folder
+    from tests.support.interop import BASE, gs_model, trial_folder
 
     cfg = ModelConfig.from_dict({**BASE, "gate": {"position": "G2", "granularity": "headwise"}})
     folder = trial_folder(tmp_path / "t", gs_model(cfg, torch.float32))
-    code, _, err = cli(capsys, "export", folder, "--out", tmp_path / "o")
+    code, _, err = run_cli(capsys, "export", folder, "--out", tmp_path / "o")
     one_line_error(code, err, "G2-headwise: --format hf cannot hold this model", "formats it can take: gatesweep")
     assert not (tmp_path / "o").exists()
-    code, stdout, err = cli(capsys, "export", folder, "--out", tmp_path / "o", "--format", "gatesweep", "--no-tokenizer")
+    code, stdout, err = run_cli(capsys, "export", folder, "--out", tmp_path / "o", "--format", "gatesweep", "--no-tokenizer")
     assert code == 0 and "gatesweep's own format" in stdout, err
 
 
@@ -318,22 +313,22 @@ def test_sources_that_do_not_hold_weights(tmp_path, capsys, tracking_uri):
     logger = RunLogger.create(tracking_uri, "gone", run_name="trained-elsewhere", tags={names.RUN_DIR_TAG: "/nowhere/run"})
     for command in ("export", "probe"):
         extra = ["--out", tmp_path / "o"] if command == "export" else ["--data", "shakespeare", "--log", "--out", tmp_path / "p"]
-        code, _, err = cli(capsys, command, logger.run_id, "--tracking-uri", tracking_uri, *extra)
+        code, _, err = run_cli(capsys, command, logger.run_id, "--tracking-uri", tracking_uri, *extra)
         one_line_error(code, err, f"run {logger.run_id}: its weights are not on this machine", "/nowhere/run")
-    code, _, err = cli(capsys, "export", "0" * 32, "--out", tmp_path / "o", "--tracking-uri", tracking_uri)
+    code, _, err = run_cli(capsys, "export", "0" * 32, "--out", tmp_path / "o", "--tracking-uri", tracking_uri)
     one_line_error(code, err, f"run {'0' * 32}: not found")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "model.pt").write_bytes(b"\x80\x04 not a pickle")
-    one_line_error(*cli(capsys, "export", tmp_path / "bad", "--out", tmp_path / "o")[::2], "model.pt: cannot be loaded")
-    one_line_error(*cli(capsys, "import", "someone/some-model", "--out", tmp_path / "o")[::2], "a Hub name needs GATESWEEP_ONLINE=1")
-    one_line_error(*cli(capsys, "import", tmp_path, "--out", tmp_path / "o")[::2], "no model.pt (a trial folder), config.json")
+    one_line_error(*run_cli(capsys, "export", tmp_path / "bad", "--out", tmp_path / "o")[::2], "model.pt: cannot be loaded")
+    one_line_error(*run_cli(capsys, "import", "someone/some-model", "--out", tmp_path / "o")[::2], "a Hub name needs GATESWEEP_ONLINE=1")
+    one_line_error(*run_cli(capsys, "import", tmp_path, "--out", tmp_path / "o")[::2], "no model.pt (a trial folder), config.json")
     assert not (tmp_path / "o").exists()
 
 
 def test_probe_refusals(trained, tmp_path, capsys):
-    one_line_error(*cli(capsys, "probe", trained["run_dir"], "--data", tmp_path / "missing.txt")[::2], "--data: got", "no such file")
-    one_line_error(*cli(capsys, "probe", trained["run_dir"], "--data", "bigram-backcopy")[::2], "was not trained on bigram-backcopy")
-    one_line_error(*cli(capsys, "probe", trained["run_dir"], "--data", "shakespeare", "--sequences", 0)[::2], "--sequences: got 0")
+    one_line_error(*run_cli(capsys, "probe", trained["run_dir"], "--data", tmp_path / "missing.txt")[::2], "--data: got", "no such file")
+    one_line_error(*run_cli(capsys, "probe", trained["run_dir"], "--data", "bigram-backcopy")[::2], "was not trained on bigram-backcopy")
+    one_line_error(*run_cli(capsys, "probe", trained["run_dir"], "--data", "shakespeare", "--sequences", 0)[::2], "--sequences: got 0")
 
 
 @pytest.mark.slow
@@ -347,9 +342,9 @@ def test_commands_on_a_trial_find_its_store_from_its_record_and_never_create_one
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     record = json.loads((trained["run_dir"] / "run.json").read_text())
     assert record["tracking_uri"] == trained["uri"]
-    code, out, err = cli(capsys, "export", trained["run_dir"], "--out", tmp_path / "hf", "--format", "gatesweep")
+    code, out, err = run_cli(capsys, "export", trained["run_dir"], "--out", tmp_path / "hf", "--format", "gatesweep")
     assert code == 0 and f"export/gatesweep/ in MLflow run {trained['run_id']}" in out and "warning" not in err, err
-    code, out, err = cli(capsys, "eval", trained["run_dir"], "--tasks", "ppl", "--ppl-sets", trained["corpus"])
+    code, out, err = run_cli(capsys, "eval", trained["run_dir"], "--tasks", "ppl", "--ppl-sets", trained["corpus"])
     assert code == 0 and f"into MLflow run {trained['run_id']}" in out, err
     assert "ppl/corpus" in MlflowClient(trained["uri"]).get_run(trained["run_id"]).data.metrics
     # a trial folder whose record names no store: nothing to log into here, so a warning and exit 0
@@ -363,7 +358,7 @@ def test_commands_on_a_trial_find_its_store_from_its_record_and_never_create_one
         ("probe", old, "--data", trained["corpus"], "--sequences", 2, "--seq-len", 32, "--out", tmp_path / "p", "--log"),
     ]
     for argv in runs:
-        code, out, err = cli(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         warnings = [line for line in err.splitlines() if line.startswith("gatesweep: warning:")]
         assert code == 0 and len(warnings) == 1, (argv[0], err)
         assert f"no store at {tmp_path / 'mlflow.db'}" in warnings[0] and "to log it later: gatesweep " + argv[0] in warnings[0]
@@ -371,7 +366,7 @@ def test_commands_on_a_trial_find_its_store_from_its_record_and_never_create_one
     assert (tmp_path / "hf2" / "config.json").is_file() and (tmp_path / "p" / "probe.json").is_file()
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # no store from nowhere
     # a run id with no store here: refused before anything is written, nothing created
-    code, _, err = cli(capsys, "export", trained["run_id"], "--out", tmp_path / "hf3")
+    code, _, err = run_cli(capsys, "export", trained["run_id"], "--out", tmp_path / "hf3")
     one_line_error(code, err, f"no store at {tmp_path / 'mlflow.db'}", "--tracking-uri")
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "hf3").exists()
 
@@ -392,28 +387,28 @@ def test_the_entry_point_exits_2_without_a_traceback(tmp_path):
 def test_a_trial_whose_data_is_on_another_machine_still_exports(tmp_path, capsys):
     """Weights travel, data paths need not: the model section is enough, the tokenizer is asked for."""
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model
+    from tests.support.interop import BASE, gs_model
 
     model = gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 257}), torch.float32)
     trial = {"model": model.cfg.to_dict(), "data": {"source": "/elsewhere/corpus.txt", "tokenizer": "byte"}}
     (tmp_path / "t").mkdir()
     torch.save({"model": model.state_dict(), "config": trial}, tmp_path / "t" / "model.pt")
-    code, _, err = cli(capsys, "export", tmp_path / "t", "--out", tmp_path / "o")
+    code, _, err = run_cli(capsys, "export", tmp_path / "t", "--out", tmp_path / "o")
     one_line_error(code, err, "its trial config does not validate here", "pass --tokenizer FILE")
     from orchestrator.interop.tokenizer_files import byte_hf_tokenizer
 
     byte_hf_tokenizer().save(str(tmp_path / "byte.json"))
-    code, stdout, err = cli(capsys, "export", tmp_path / "t", "--out", tmp_path / "o", "--tokenizer", tmp_path / "byte.json")
+    code, stdout, err = run_cli(capsys, "export", tmp_path / "t", "--out", tmp_path / "o", "--tokenizer", tmp_path / "byte.json")
     assert code == 0 and "Qwen3ForCausalLM" in stdout and "only its model section is used" in stdout, err
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "o")("ab")["input_ids"] == [256, 97, 98]
 
 
 def test_probe_a_bigram_backcopy_trial_on_its_own_task(tmp_path, capsys):
     from gatedmodels import ModelConfig
-    from tests.orchestrator.test_interop_layouts import BASE, gs_model, trial_folder
+    from tests.support.interop import BASE, gs_model, trial_folder
 
     folder = trial_folder(tmp_path / "t", gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 65, "n_layers": 1}), torch.float32))
-    code, stdout, err = cli(
+    code, stdout, err = run_cli(
         capsys, "probe", folder, "--data", "bigram-backcopy", "--sequences", 4, "--seq-len", 32, "--out", tmp_path / "p"
     )
     assert code == 0, err
@@ -421,7 +416,7 @@ def test_probe_a_bigram_backcopy_trial_on_its_own_task(tmp_path, capsys):
     report = json.loads((tmp_path / "p" / "probe.json").read_text())
     assert report["sequences"] == 4 and report["seq_len"] == 32 and report["gate_histogram"] is None
     folder = trial_folder(tmp_path / "t2", gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 70}), torch.float32))
-    code, _, err = cli(capsys, "probe", folder, "--data", "bigram-backcopy")
+    code, _, err = run_cli(capsys, "probe", folder, "--data", "bigram-backcopy")
     one_line_error(code, err, "its 65 tokens do not match the model's vocabulary (70)")
-    code, _, err = cli(capsys, "probe", folder, "--data", "shakespeare")
+    code, _, err = run_cli(capsys, "probe", folder, "--data", "shakespeare")
     one_line_error(code, err, "trained on bigram-backcopy, which has no text tokenizer")

@@ -19,13 +19,12 @@ from orchestrator.interop import InteropError, hf_layouts
 from orchestrator.interop.export import export
 from orchestrator.interop.import_ import import_model
 from orchestrator.interop.locate import build_model, load_hf, locate
-
-from .test_interop_layouts import (
+from tests.support.interop import (
     BASE,
     TOL,
     YARN,
-    _byte_tokenizer_file,
     assert_same_function,
+    byte_tokenizer_file,
     gs_logits,
     gs_model,
     hf_logits,
@@ -83,7 +82,7 @@ def test_gatesweep_to_laguna_to_gatesweep(tmp_path, case, tied, dtype):
     assert_same_function(ours, theirs, dtype)
     back = build_model(load_hf(tmp_path / "hf"))
     assert max_diff(gs_logits(back, x), ours) <= TOL
-    imported = import_model(load_hf(tmp_path / "hf"), tmp_path / "imported", tokenizer_file=str(_byte_tokenizer_file(tmp_path)))
+    imported = import_model(load_hf(tmp_path / "hf"), tmp_path / "imported", tokenizer_file=str(byte_tokenizer_file(tmp_path)))
     again = build_model(locate(str(imported.out)))
     assert max_diff(gs_logits(again, x), ours) <= TOL
     assert again.cfg == cfg.replace(max_seq_len=again.cfg.max_seq_len)

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from .test_sweep_ray import children, cli, store, write
+from tests.support.cli import sweep_cli
+from tests.support.mlflow import children, sqlite_store
+from tests.support.sweeps import write_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +26,7 @@ LADDER_BASE = {
 
 def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, no_ray_left_behind):
     # the second arm's learning rate is a million times too small: it learns nothing at any rung
-    f = write(
+    f = write_sweep(
         tmp_path,
         "lad",
         base=LADDER_BASE,
@@ -32,16 +34,16 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, n
         zip=[{"model.gate.position": ["none", "G1"], "train.lr": [1.0e-2, 1.0e-8]}],
         grid={"train.seed": [0, 1]},
     )
-    plan = cli("plan", str(f), cwd=tmp_path)
+    plan = sweep_cli("plan", str(f), cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "ladder: 4 rungs" in plan.stdout and "compute span of the ladder" in plan.stdout
-    out = cli("run", str(f), cwd=tmp_path, timeout=900)
+    out = sweep_cli("run", str(f), cwd=tmp_path, timeout=900)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log
     assert "ladder stage 1/2: rung(s) d16-l1, d32-l1, d48-l1, 12 trials" in log
     assert "promotion: G1-elementwise lr=1e-08 stops: not promoted after rung d48-l1" in log
     assert "entirely below 1" in log and "2 trials not run: their arms were not promoted" in log
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = {r.info.run_name: r for r in children(c, "lad")}
     assert len(kids) == 16
     for name, run in kids.items():
@@ -87,7 +89,7 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, n
     assert any("not promoted" in u["reason"] for u in doc["unfinished"])
 
     # a resume takes the same decisions and trains nothing again
-    again = cli("resume", "lad", cwd=tmp_path, timeout=600)
+    again = sweep_cli("resume", "lad", cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "G1-elementwise lr=1e-08 stops" in again.stdout
-    assert sum(1 for r in children(store(tmp_path), "lad") if r.info.status == "FINISHED") == 14
+    assert sum(1 for r in children(sqlite_store(tmp_path), "lad") if r.info.status == "FINISHED") == 14

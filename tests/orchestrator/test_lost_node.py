@@ -20,10 +20,12 @@ import psutil
 import pytest
 
 from orchestrator.ray.cluster import kill_processes
+from tests.support.cli import environ
+from tests.support.mlflow import children, sqlite_uri, steps
+from tests.support.s3 import RUNS, no_secret_in, no_secret_under
+from tests.support.sweeps import write_sweep
 
 from .conftest import loopback_cluster
-from .test_objstore_runs import RUNS, environ, no_secret_in, no_secret_under, sqlite_uri
-from .test_sweep_ray import children, steps, write
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +62,7 @@ def test_a_lost_node_resumes_its_trial_on_the_other_node_from_the_bucket(tmp_pat
         d = Path(f"/tmp/gsn{os.getpid()}-{ip[-1]}")
         (d / "tmp").mkdir(parents=True, exist_ok=True)
         node_env[ip] = {"GATESWEEP_SCRATCH": str(d / "scratch"), "TMPDIR": str(d / "tmp")}
-    f = write(
+    f = write_sweep(
         tmp_path,
         "lost",
         retries=1,
@@ -151,7 +153,7 @@ def test_the_store_down_for_30_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_le
 
     from orchestrator.tracking import client
 
-    f = write(tmp_path, "outage", base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    f = write_sweep(tmp_path, "outage", base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
     uri = sqlite_uri(tmp_path)
     log = open(tmp_path / "driver.log", "w")
     driver = subprocess.Popen(

@@ -22,65 +22,17 @@ import pytest
 
 from orchestrator.storage.location import Location
 from tests.services.ports import free_port
-from tests.services.s3 import SECRET_KEY
-
-from .test_sweep_ray import children, runs_of, steps, write
-
-RUNS = "s3://test-bucket/runs"
-
-
-def environ(changes: dict) -> dict:
-    """os.environ with `changes` (a None value removes the variable)."""
-    env = {**os.environ, **changes}
-    return {k: v for k, v in env.items() if v is not None}
-
-
-def gatesweep(*args, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=cwd,
-        env=environ(env or {}),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def start(*args, cwd: Path, env: dict) -> subprocess.Popen:
-    log = open(cwd / "driver.log", "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
-    )
-
-
-def sqlite_uri(folder: Path) -> str:
-    return f"sqlite:///{folder / 'mlflow.db'}"
-
-
-def no_secret_in(*texts: str) -> None:
-    for text in texts:
-        assert SECRET_KEY not in text
-
-
-def no_secret_under(folder: Path) -> int:
-    """Every file under `folder` read as bytes: the secret is in none of them; how many were read."""
-    n = 0
-    for f in folder.rglob("*"):
-        if f.is_file() and not f.is_symlink():
-            try:
-                data = f.read_bytes()
-            except OSError:
-                continue
-            n += 1
-            at = data.find(SECRET_KEY.encode())
-            assert at < 0, f"{f}: ...{data[max(0, at - 1500) : at + 100]!r}"
-    return n
+from tests.support.cli import gatesweep, start_gatesweep
+from tests.support.mlflow import children, runs_of, sqlite_uri, steps
+from tests.support.s3 import RUNS, no_secret_in, no_secret_under
+from tests.support.sweeps import write_sweep
+from tests.support.trials import EXAMPLE, FAST
 
 
 # ---- preflight: an unusable store is refused before anything is written ------------------------
 @pytest.mark.parametrize("case", ["no credentials", "nothing listening", "no such bucket"])
 def test_an_unusable_object_store_is_refused_in_one_line_writing_nothing(tmp_path, s3, case):
-    f = write(tmp_path, "pre", base={"train": {"steps": 4, "eval_every": 0}})
+    f = write_sweep(tmp_path, "pre", base={"train": {"steps": 4, "eval_every": 0}})
     env: dict = {"GATESWEEP_SCRATCH": str(tmp_path / "scratch"), "MLFLOW_TRACKING_URI": sqlite_uri(tmp_path)}
     runs, expect = RUNS, ""
     if case == "no credentials":
@@ -272,7 +224,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
 
     from orchestrator.tracking import client
 
-    f = write(
+    f = write_sweep(
         a,
         "objs",
         grid={"model.gate.position": ["none", "G1"]},
@@ -288,7 +240,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
         Body=json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": 0}).encode(),
     )
     env_a = {"GATESWEEP_SCRATCH": str(a / "scratch"), "RAY_TMPDIR": str(ray_tmp), "TMPDIR": str(ray_tmp)}
-    driver = start("run", str(f), "--runs-dir", RUNS, "--tracking-uri", uri, cwd=a, env=env_a)
+    driver = start_gatesweep("run", str(f), "--runs-dir", RUNS, "--tracking-uri", uri, cwd=a, log=a / "driver.log", env=env_a)
     c = client(uri)
     second = None
     deadline = time.time() + 400
@@ -360,7 +312,6 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
 # ---- `gatesweep train --runs-dir s3://...` ---------------------------------------------------------
 @pytest.mark.slow
 def test_train_on_s3_then_resume_from_another_machine(tmp_path, s3):
-    from .test_cli_train import EXAMPLE, FAST
 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()

@@ -9,15 +9,17 @@ import json
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import yaml
 
+from tests.support.cli import gatesweep, start_sweep, sweep_cli
+from tests.support.mlflow import children, runs_of, sqlite_store, steps
+from tests.support.sweeps import write_sweep
+from tests.support.wait import wait_until
+
 from .conftest import loopback_cluster
-from .test_sweep_ray import children, cli, runs_of, start, steps, store, write
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +37,7 @@ def retries_in(out) -> int:
 
 # ---- 1. divergence does not end ASHA or Optuna sweeps -------------------------------------------
 def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "div-asha",
         base={"train": {"grad_clip": 0.0, "steps": 30, "eval_every": 10}},
@@ -44,11 +46,11 @@ def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray
         resources={"max_concurrent": 1},
         retries=3,
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # a trial failed; the sweep went on
     assert "Traceback" not in out.stdout + out.stderr
     assert retries_in(out) == 0, "a diverged trial is never retried"
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     assert parent_of(c, "div-asha").info.status == "FINISHED"
     kids = {r.info.run_name: r for r in children(c, "div-asha")}
     assert len(kids) == 3
@@ -65,7 +67,7 @@ def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray
 def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left_behind):
     """Half the learning-rate range diverges (lr > ~1 with no clipping): those samples fail,
     Optuna records them as failed, and every sample still runs."""
-    f = write(
+    f = write_sweep(
         tmp_path,
         "div-opt",
         grid={"model.gate.position": ["G1"]},
@@ -82,9 +84,9 @@ def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2},
         retries=2,
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = children(c, "div-opt")
     assert len(kids) == 4, out.stdout + out.stderr
     lrs = {r.info.run_id: float(r.data.params["train.lr"]) for r in kids if "train.lr" in r.data.params}
@@ -100,7 +102,7 @@ def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left
 
 def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_path, no_ray_left_behind):
     """n_kv_heads 2 does not divide n_heads 3; Optuna's int range [2, 4] only says so when it samples 3."""
-    f = write(
+    f = write_sweep(
         tmp_path,
         "badcfg",
         grid={"model.gate.position": ["none"]},
@@ -115,9 +117,9 @@ def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_pat
         },
         retries=3,
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert "Traceback" not in out.stdout + out.stderr
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = children(c, "badcfg")
     assert len(kids) == 6, out.stdout + out.stderr
     bad = [r for r in kids if r.info.status == "FAILED"]
@@ -133,7 +135,7 @@ def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_pat
 def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_left_behind, max_t):
     """ASHA stops every trial when it reaches max_t: at the first reporting point (10) or the
     second (20) of a 30-step run. Four trials on two slots, actors reused, as in real sweeps."""
-    f = write(
+    f = write_sweep(
         tmp_path,
         f"stop{max_t}",
         grid={"model.gate.position": ["none", "G1"], "train.seed": [0, 1]},
@@ -141,9 +143,9 @@ def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_l
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": max_t, "reduction_factor": 2},
         resources={"max_concurrent": 2},
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = children(c, f"stop{max_t}")
     assert len(kids) == 4
     at = []
@@ -169,7 +171,7 @@ def test_bad_data_stops_the_launch_naming_every_source(tmp_path):
     (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": 7}}')
     good = tmp_path / "good.txt"
     good.write_text("the quick brown fox jumps over the lazy dog. " * 400)
-    f = write(
+    f = write_sweep(
         tmp_path,
         "early",
         base={
@@ -186,7 +188,7 @@ def test_bad_data_stops_the_launch_naming_every_source(tmp_path):
         ],
         retries=5,
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr, out.stderr
     err = out.stderr
@@ -212,46 +214,38 @@ def test_a_trial_whose_data_fails_in_the_trial_records_bad_data(tmp_path):
             }
         )
     )
-    out = cli("train", str(f), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path)
+    out = sweep_cli("train", str(f), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "binary.txt: not UTF-8 text" in out.stdout + out.stderr
-    runs = store(tmp_path).search_runs([store(tmp_path).get_experiment_by_name("bad").experiment_id])
+    runs = sqlite_store(tmp_path).search_runs([sqlite_store(tmp_path).get_experiment_by_name("bad").experiment_id])
     assert [r.data.tags["gatesweep.outcome"] for r in runs] == ["bad_data"]
     assert "binary.txt: not UTF-8 text" in runs[0].data.tags["gatesweep.failure_reason"]
 
 
 # ---- 4. one driver per sweep --------------------------------------------------------------------
 def test_a_second_driver_on_the_same_sweep_is_refused(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "twice",
         grid={"model.gate.position": ["none", "G1"]},
         resources={"max_concurrent": 1},
         base={"train": {"steps": 200, "eval_every": 100, "log_every": 10}},
     )
-    first = start("run", str(f), cwd=tmp_path)
+    first = start_sweep("run", str(f), cwd=tmp_path)
     lock = tmp_path / "runs/sweeps/twice/driver.lock"
-    deadline = time.time() + 120
     state = tmp_path / "runs/sweeps/twice/state.json"
-    while time.time() < deadline and not (lock.exists() and lock.read_text() and state.exists()):
-        time.sleep(0.2)
-    second = cli("run", str(f), cwd=tmp_path)
+    wait_until(lambda: lock.exists() and lock.read_text() and state.exists(), 120, "the first driver's lock and state", interval=0.2)
+    second = sweep_cli("run", str(f), cwd=tmp_path)
     assert second.returncode == 2, second.stdout + second.stderr
     assert f"driver pid {first.pid} on host {socket.gethostname()}" in second.stderr
     assert "Traceback" not in second.stderr
-    resume = cli("resume", "twice", cwd=tmp_path)
+    resume = sweep_cli("resume", "twice", cwd=tmp_path)
     assert resume.returncode == 2 and "already running" in resume.stderr, resume.stdout + resume.stderr
     # another --runs-dir cannot see the lock; the store still knows the live driver
-    other = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "other")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    other = gatesweep("run", f, "--runs-dir", tmp_path / "other", cwd=tmp_path, timeout=300)
     assert other.returncode == 2 and f"already running in this store (driver pid {first.pid}" in other.stderr, other.stderr
     assert first.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     parent_of(c, "twice")
     kids = children(c, "twice")
     assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
@@ -260,11 +254,11 @@ def test_a_second_driver_on_the_same_sweep_is_refused(tmp_path, no_ray_left_behi
 
 
 def test_a_stale_lock_of_a_dead_driver_is_taken_over(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "stale", base={"train": {"steps": 6, "eval_every": 0}})
+    f = write_sweep(tmp_path, "stale", base={"train": {"steps": 6, "eval_every": 0}})
     lock = tmp_path / "runs/sweeps/stale/driver.lock"
     lock.parent.mkdir(parents=True)
     lock.write_text(json.dumps({"pid": 999999, "host": socket.gethostname(), "started": 0}))
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -272,22 +266,26 @@ def test_a_stale_lock_of_a_dead_driver_is_taken_over(tmp_path, no_ray_left_behin
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_stop_a_sweep_like_ctrl_c(tmp_path, no_ray_left_behind, sig):
     name = f"sig{int(sig)}"
-    f = write(
+    f = write_sweep(
         tmp_path,
         name,
         grid={"model.gate.position": ["none", "G1"]},
         resources={"max_concurrent": 1},
         base={"train": {"steps": 300, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
     )
-    driver = start("run", str(f), cwd=tmp_path)
-    deadline = time.time() + 240
-    while time.time() < deadline and not list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")):
-        time.sleep(0.3)
+    driver = start_sweep("run", str(f), cwd=tmp_path)
+    wait_until(
+        lambda: list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")),
+        240,
+        f"a checkpoint of sweep {name}",
+        interval=0.3,
+        detail=(tmp_path / "driver.log").read_text,
+    )
     driver.send_signal(sig)
     assert driver.wait(timeout=120) == 130, (tmp_path / "driver.log").read_text()
     text = (tmp_path / "driver.log").read_text()
     assert f"gatesweep resume {name}" in text and "Traceback" not in text and "SIGTERM" not in text.replace("signal SIGTERM", ""), text
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     assert parent_of(c, name).info.status == "KILLED"
     kids = children(c, name)
     assert {r.info.status for r in kids} <= {"KILLED", "FINISHED"}
@@ -302,17 +300,21 @@ def test_three_ctrl_c_in_a_row_stop_the_sweep_once_and_leave_no_process(tmp_path
     are noted, never cut the teardown short: exit 130, the parent closed, a resume hint, and no
     process of the sweep (the driver's Ray, its workers) alive afterwards (the fixture polls 15 s)."""
     name = f"ctrl3-{int(gaps[0] * 100)}"
-    f = write(
+    f = write_sweep(
         tmp_path,
         name,
         grid={"model.gate.position": ["none", "G1"]},
         resources={"max_concurrent": 2},
         base={"train": {"steps": 300, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
     )
-    driver = start("run", str(f), cwd=tmp_path)
-    deadline = time.time() + 240
-    while time.time() < deadline and not list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")):
-        time.sleep(0.3)
+    driver = start_sweep("run", str(f), cwd=tmp_path)
+    wait_until(
+        lambda: list((tmp_path / "runs").glob(f"sweeps/{name}/trials/*/checkpoints/step*/COMPLETE")),
+        240,
+        f"a checkpoint of sweep {name}",
+        interval=0.3,
+        detail=(tmp_path / "driver.log").read_text,
+    )
     driver.send_signal(signal.SIGINT)
     for gap in gaps:
         time.sleep(gap)
@@ -320,7 +322,7 @@ def test_three_ctrl_c_in_a_row_stop_the_sweep_once_and_leave_no_process(tmp_path
     assert driver.wait(timeout=120) == 130, (tmp_path / "driver.log").read_text()
     text = (tmp_path / "driver.log").read_text()
     assert f"gatesweep resume {name}" in text and "Traceback" not in text, text
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     assert parent_of(c, name).info.status == "KILLED"
     state = json.loads((tmp_path / f"runs/sweeps/{name}/state.json").read_text())
     assert "ray_session_dir" not in state, "Ray was stopped"
@@ -346,7 +348,7 @@ def test_a_damaged_state_file_is_refused_in_one_line(tmp_path, case):
     folder = tmp_path / "runs/sweeps/dmg"
     folder.mkdir(parents=True)
     (folder / "state.json").write_bytes(DAMAGED[case])
-    out = cli("resume", "dmg", cwd=tmp_path, timeout=120)
+    out = sweep_cli("resume", "dmg", cwd=tmp_path, timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert "damaged sweep state" in out.stderr and str(folder / "state.json") in out.stderr
@@ -354,25 +356,25 @@ def test_a_damaged_state_file_is_refused_in_one_line(tmp_path, case):
 
 
 def test_resume_with_an_edited_sweep_file(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "edit", grid={"model.gate.position": ["none"]}, base={"train": {"steps": 6, "eval_every": 0}})
-    assert cli("run", str(f), cwd=tmp_path).returncode == 0
+    f = write_sweep(tmp_path, "edit", grid={"model.gate.position": ["none"]}, base={"train": {"steps": 6, "eval_every": 0}})
+    assert sweep_cli("run", str(f), cwd=tmp_path).returncode == 0
     doc = yaml.safe_load(f.read_text())
     doc["base"]["train"]["steps"] = 8
     f.write_text(yaml.safe_dump(doc))
-    out = cli("resume", str(f), cwd=tmp_path)
+    out = sweep_cli("resume", str(f), cwd=tmp_path)
     assert out.returncode == 2 and "base.train.steps: 6 -> 8" in out.stderr and "--force" in out.stderr, out.stderr
-    out = cli("resume", str(f), "--force", cwd=tmp_path)
+    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path)
     assert out.returncode == 2 and "changes or removes 1 launched trial" in out.stderr, out.stderr
-    named = cli("resume", "edit", cwd=tmp_path)
+    named = sweep_cli("resume", "edit", cwd=tmp_path)
     assert named.returncode == 0, named.stdout + named.stderr
     assert "changed since launch (base.train.steps: 6 -> 8)" in named.stdout and "stored copy" in named.stdout
     doc["base"]["train"]["steps"] = 6
     doc["grid"]["model.gate.position"] = ["none", "G1"]  # adds a cell, keeps the launched one
     f.write_text(yaml.safe_dump(doc))
-    out = cli("resume", str(f), "--force", cwd=tmp_path)
+    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "adopting the edited sweep file" in out.stdout and "1 already finished, 1 to run" in out.stdout
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     assert len(children(c, "edit")) == 2 and parent_of(c, "edit")
 
 
@@ -410,12 +412,12 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
 # ---- resources the cluster cannot meet ----------------------------------------------------------
 def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
     with loopback_cluster(6900, head_args=("--num-cpus", "1", "--num-gpus", "0")) as address:
-        f = write(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
-        out = cli("run", str(f), "--address", address, cwd=tmp_path, timeout=180)
+        f = write_sweep(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
+        out = sweep_cli("run", str(f), "--address", address, cwd=tmp_path, timeout=180)
         assert out.returncode == 2, out.stdout + out.stderr
         assert "resources: a trial needs 1 worker(s) of 1 CPU and 1 GPU each" in out.stderr and "1 CPU, 0 GPU" in out.stderr
         assert "Traceback" not in out.stderr
-        assert not (tmp_path / "mlflow.db").exists() or not children(store(tmp_path), "nofit")
+        assert not (tmp_path / "mlflow.db").exists() or not children(sqlite_store(tmp_path), "nofit")
 
 
 def test_out_of_memory_is_recorded_as_such(tmp_path):
@@ -447,14 +449,7 @@ def test_out_of_memory_is_recorded_as_such(tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
 
-    out = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "train", "big.yaml", "--quiet"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=limit,
-    )
+    out = gatesweep("train", "big.yaml", "--quiet", cwd=tmp_path, timeout=300, preexec_fn=limit)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "trial failed: out of memory in model" in out.stderr and "Traceback" not in out.stderr
     c = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

@@ -8,84 +8,31 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import psutil
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.trial.run import FINAL_METRICS
+from tests.support.cli import start_gatesweep, start_sweep, sweep_cli
+from tests.support.mlflow import children, runs_of, sqlite_store, steps
+from tests.support.sweeps import write_sweep
+from tests.support.wait import wait_until
 
 from .conftest import loopback_cluster
 
 pytestmark = pytest.mark.slow
 
-BASE = {
-    "model": {"size": "bigram-1l"},
-    "data": {"seq_len": 32},
-    "train": {"steps": 30, "batch_size": 8, "warmup_steps": 2, "eval_every": 15, "log_every": 5},
-    "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
-}
-
-
-def write(tmp_path: Path, name: str, **fields) -> Path:
-    base = yaml.safe_load(yaml.safe_dump(BASE))
-    for section, values in fields.pop("base", {}).items():
-        base[section] = {**base.get(section, {}), **values}
-    doc = {"name": name, "base": base, "tracking": {"experiment": "e"}, **fields}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def cli(*args, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    runs = [] if args[0] == "plan" else ["--runs-dir", str(cwd / "runs")]
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args, *runs], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def start(*args, cwd: Path) -> subprocess.Popen:
-    log = open(cwd / "driver.log", "w")
-    return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", *args, "--runs-dir", str(cwd / "runs")], cwd=cwd, stdout=log, stderr=subprocess.STDOUT
-    )
-
-
-def store(tmp_path: Path) -> MlflowClient:
-    from orchestrator.tracking import client
-
-    return client(f"sqlite:///{tmp_path / 'mlflow.db'}")  # under the store-creation lock
-
-
-def runs_of(client: MlflowClient, sweep: str):
-    exp = client.get_experiment_by_name("e")
-    if exp is None:  # a store the launch opened but wrote no run into
-        return []
-    return client.search_runs([exp.experiment_id], filter_string=f"tags.`gatesweep.sweep` = '{sweep}'", max_results=1000)
-
-
-def children(client, sweep):
-    return [r for r in runs_of(client, sweep) if r.data.tags.get("gatesweep.kind") != "sweep"]
-
-
-def steps(client, run_id, key="train/loss"):
-    return [m.step for m in client.get_metric_history(run_id, key)]
-
 
 def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "grid",
         base={"train": {"grad_clip": 0.0}},
         zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}],
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
     assert "Traceback" not in out.stdout
     assert "2 finished, 1 failed" in out.stdout
@@ -105,7 +52,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert "Creating initial MLflow database tables" not in console and " INFO " not in console, console
     log = (tmp_path / "runs" / "sweeps" / "grid" / "sweep.log").read_text()
     assert "Creating initial MLflow database tables" in log
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     parent = [r for r in runs_of(c, "grid") if r.data.tags.get("gatesweep.kind") == "sweep"]
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     kids = children(c, "grid")
@@ -126,12 +73,12 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert "summary.md" in {a.path for a in c.list_artifacts(parent[0].info.run_id)}
 
     # another sweep sharing two finished trials runs nothing and starts no Ray
-    g = write(
+    g = write_sweep(
         tmp_path, "again", zip=[{"model.gate.position": ["none", "G1"], "train.lr": [0.003, 0.003]}], base={"train": {"grad_clip": 0.0}}
     )
-    plan = cli("plan", str(g), cwd=tmp_path)
+    plan = sweep_cli("plan", str(g), cwd=tmp_path)
     assert "2 already finished in the store, 0 to run" in plan.stdout
-    again = cli("run", str(g), cwd=tmp_path)
+    again = sweep_cli("run", str(g), cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 already finished, 0 to run" in again.stdout and "Ray:" not in again.stdout
     assert len(children(c, "again")) == 0  # no new runs; the finished ones are tagged as reused
@@ -140,7 +87,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert all(r.data.tags["gatesweep.kind"] == "trial" for r in kids)  # `kind = 'trial'` leaves the parents out
     # running it once more leaves no empty parent behind: its latest launch has every trial already
     first_parent = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
-    once_more = cli("run", str(g), cwd=tmp_path)
+    once_more = sweep_cli("run", str(g), cwd=tmp_path)
     assert once_more.returncode == 0, once_more.stdout + once_more.stderr
     assert "nothing to run, no new parent run" in once_more.stdout and first_parent[0].info.run_id in once_more.stdout
     parents = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
@@ -149,21 +96,23 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
 
 
 def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, no_ray_left_behind):
-    f = write(tmp_path, "retry", retries=2, base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
-    driver = start("run", str(f), cwd=tmp_path)
-    deadline = time.time() + 240
-    pid = None
-    while time.time() < deadline and pid is None:
+    f = write_sweep(
+        tmp_path, "retry", retries=2, base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}}
+    )
+    driver = start_sweep("run", str(f), cwd=tmp_path)
+
+    def trial_pid() -> int | None:
         if list((tmp_path / "runs").glob("sweeps/retry/trials/*/checkpoints/step*/COMPLETE")):
-            kids = children(store(tmp_path), "retry")
-            pid = int(kids[0].data.tags["gatesweep.pid"]) if kids and "gatesweep.pid" in kids[0].data.tags else None
-        time.sleep(0.3)
-    assert pid is not None, (tmp_path / "driver.log").read_text()
+            kids = children(sqlite_store(tmp_path), "retry")
+            return int(kids[0].data.tags["gatesweep.pid"]) if kids and "gatesweep.pid" in kids[0].data.tags else None
+        return None
+
+    pid = wait_until(trial_pid, 240, "a checkpointed trial's pid", interval=0.3, detail=(tmp_path / "driver.log").read_text)
     os.kill(pid, signal.SIGKILL)  # the Ray worker process running the trial
     assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()
     log = (tmp_path / "driver.log").read_text()
     assert "retry" in log
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = children(c, "retry")
     assert len(kids) == 1, "a retry continues its own run"
     run = kids[0]
@@ -174,30 +123,29 @@ def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path
 
 
 def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "resume",
         grid={"model.gate.position": ["none", "G1", "G2"]},
         resources={"max_concurrent": 1},
         base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
     )
-    driver = start("run", str(f), cwd=tmp_path)
+    driver = start_sweep("run", str(f), cwd=tmp_path)
     c = None
-    deadline = time.time() + 300
-    first_done = None
-    while time.time() < deadline:
-        if (tmp_path / "mlflow.db").exists():
-            c = c or store(tmp_path)
-            try:
-                done = [r for r in children(c, "resume") if r.info.status == "FINISHED"]
-            except Exception:
-                done = []
-            with_ckpt = {p.parts[-4] for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/checkpoints/step*/COMPLETE")}
-            if done and len(with_ckpt) >= 2:
-                first_done = done[0]
-                break
-        time.sleep(0.5)
-    assert first_done is not None, (tmp_path / "driver.log").read_text()
+
+    def first_finished():
+        nonlocal c
+        if not (tmp_path / "mlflow.db").exists():
+            return None
+        c = c or sqlite_store(tmp_path)
+        try:
+            done = [r for r in children(c, "resume") if r.info.status == "FINISHED"]
+        except Exception:
+            done = []
+        with_ckpt = {p.parts[-4] for p in (tmp_path / "runs").glob("sweeps/resume/trials/*/checkpoints/step*/COMPLETE")}
+        return done[0] if done and len(with_ckpt) >= 2 else None
+
+    first_done = wait_until(first_finished, 300, "one trial finished and two checkpointed", detail=(tmp_path / "driver.log").read_text)
     state = yaml.safe_load((tmp_path / "runs/sweeps/resume/state.json").read_text())
     # The machine dies under the sweep: freeze the driver and its Ray, then SIGKILL the driver and
     # the workers running trials together (a worker left running after its driver used to finish
@@ -225,7 +173,7 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
     }
     to_resume = unfinished & with_ckpt
     assert to_resume, "the kill left an unfinished trial with a whole checkpoint"
-    out = cli("resume", "resume", cwd=tmp_path)
+    out = sweep_cli("resume", "resume", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 already finished" in out.stdout or "already finished" in out.stdout
     kids = children(c, "resume")
@@ -242,7 +190,7 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
 
 
 def test_optuna_with_asha(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "opt",
         grid={"model.gate.position": ["G1"]},
@@ -256,9 +204,9 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
         },
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": 40, "reduction_factor": 2},
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     kids = children(c, "opt")
     assert len(kids) == 4
     lrs = {r.data.params["train.lr"] for r in kids}
@@ -285,57 +233,62 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
 
 
 def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "workers",
         resources={"workers_per_trial": 2, "cpus_per_worker": 1},
         base={"model": {"size": "bigram-1l", "gate": {"position": "G1"}}, "train": {"steps": 10, "batch_size": 4, "eval_every": 0}},
     )
-    out = cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    kids = children(store(tmp_path), "workers")
+    kids = children(sqlite_store(tmp_path), "workers")
     assert len(kids) == 1 and kids[0].info.status == "FINISHED"
     assert kids[0].data.params["world_size"] == "2"
 
 
 def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behind):
     with loopback_cluster(6400, "127.0.0.3") as address:
-        f = write(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]}, base={"train": {"steps": 60, "eval_every": 0}})
-        out = cli("run", str(f), "--address", address, cwd=tmp_path)
+        f = write_sweep(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]}, base={"train": {"steps": 60, "eval_every": 0}})
+        out = sweep_cli("run", str(f), "--address", address, cwd=tmp_path)
         assert out.returncode == 0, out.stdout + out.stderr
         assert "cluster 127.0.0.2" in out.stdout
-        kids = children(store(tmp_path), "cluster")
+        kids = children(sqlite_store(tmp_path), "cluster")
         assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
         nodes = {r.data.tags["gatesweep.node_id"] for r in kids}
         assert len(nodes) == 2, "one trial on each node"
 
 
 def test_ctrl_c_stops_cleanly_and_leaves_a_resumable_sweep(tmp_path, no_ray_left_behind):
-    f = write(
+    f = write_sweep(
         tmp_path,
         "intr",
         grid={"model.gate.position": ["none", "G1"]},
         resources={"max_concurrent": 1},
         base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
     )
-    log = open(tmp_path / "driver.log", "w")
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--runs-dir", str(tmp_path / "runs")],
+    driver = start_gatesweep(
+        "run",
+        f,
+        "--runs-dir",
+        tmp_path / "runs",
         cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log=tmp_path / "driver.log",
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # as in a terminal
-    deadline = time.time() + 240
-    while time.time() < deadline and not list((tmp_path / "runs").glob("sweeps/intr/trials/*/checkpoints/step*/COMPLETE")):
-        time.sleep(0.3)
+    wait_until(
+        lambda: list((tmp_path / "runs").glob("sweeps/intr/trials/*/checkpoints/step*/COMPLETE")),
+        240,
+        "a checkpoint of sweep intr",
+        interval=0.3,
+        detail=(tmp_path / "driver.log").read_text,
+    )
     driver.send_signal(signal.SIGINT)
     assert driver.wait(timeout=120) == 130, (tmp_path / "driver.log").read_text()
     text = (tmp_path / "driver.log").read_text()
     assert "gatesweep resume intr" in text and "Traceback" not in text
-    c = store(tmp_path)
+    c = sqlite_store(tmp_path)
     assert {r.info.status for r in children(c, "intr")} <= {"KILLED", "FINISHED"}
-    out = cli("resume", "intr", cwd=tmp_path)
+    out = sweep_cli("resume", "intr", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     kids = children(c, "intr")
     assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 
 from orchestrator.spec.expand import expand
 from orchestrator.spec.sweep import SweepSpec, load_sweep
+from tests.support.cli import gatesweep, run_cli
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -62,36 +61,34 @@ def test_corpus_is_complete():
     assert {p.stem for p in BAD} == set(EXPECTED)
 
 
-def gatesweep(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
-
-
-def test_validate_rejects_every_malformed_file_with_the_field_and_no_traceback(tmp_path):
-    """One process validates the whole corpus (each file reported on its own)."""
-    out = gatesweep("validate", *map(str, BAD), cwd=tmp_path)
-    assert out.returncode == 2
-    assert "Traceback" not in out.stderr
+def test_validate_rejects_every_malformed_file_with_the_field_and_no_traceback(tmp_path, monkeypatch, capsys):
+    """One command validates the whole corpus (each file reported on its own); in-process, in the
+    test's folder (where a store or runs folder would be written)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "validate", *BAD)
+    assert code == 2
+    assert "Traceback" not in err
     blocks = {}
     for path in BAD:
-        start = out.stderr.find(str(path))
+        start = err.find(str(path))
         assert start >= 0, f"{path.name} not reported"
-        end = min([i for i in (out.stderr.find("gatesweep: error:", start + 1),) if i > 0] or [len(out.stderr)])
-        blocks[path.stem] = out.stderr[start:end]
+        end = min([i for i in (err.find("gatesweep: error:", start + 1),) if i > 0] or [len(err)])
+        blocks[path.stem] = err[start:end]
     for stem, text in EXPECTED.items():
         assert text in blocks[stem], f"{stem}: expected {text!r} in:\n{blocks[stem]}"
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
 
 
-def test_all_problems_of_a_file_are_reported_at_once(tmp_path):
+def test_all_problems_of_a_file_are_reported_at_once(tmp_path, capsys):
     f = tmp_path / "many.yaml"
     f.write_text(
         "name: x\nbase: {model: {size: tiny, gate: {position: G9}}, train: {steps: -1, lr: fast}}\n"
         "grid: {model.gate.positon: [G1]}\nretries: -1\nresources: {cpus_per_worker: 0}\n"
     )
-    out = gatesweep("validate", str(f))
-    assert out.returncode == 2
+    code, _, err = run_cli(capsys, "validate", f)
+    assert code == 2
     for text in ("grid.model.gate.positon", "retries: got -1", "resources.cpus_per_worker: got 0"):
-        assert text in out.stderr
+        assert text in err
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
@@ -176,18 +173,19 @@ def test_plan_of_a_10000_trial_grid_is_fast():
 
 @pytest.mark.slow
 def test_plan_command_prints_the_table_and_counts(tmp_path):
-    out = gatesweep("plan", str(ROOT / "sweeps" / "quickstart.yaml"), cwd=tmp_path)
+    out = gatesweep("plan", str(ROOT / "sweeps" / "quickstart.yaml"), cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "G1-elementwise-s0" in out.stdout and "30 cells, 5 excluded, 5 duplicates dropped -> 20 trials" in out.stdout
     assert "0 already finished" in out.stdout and "FLOPs" in out.stdout
     assert not (tmp_path / "mlflow.db").exists(), "plan must not create a store"
 
 
-def test_schema_command_is_valid_json_schema():
+def test_schema_command_is_valid_json_schema(capsys):
     import jsonschema
 
-    out = gatesweep("schema")
-    schema = json.loads(out.stdout)
+    code, out, _ = run_cli(capsys, "schema")
+    assert code == 0
+    schema = json.loads(out)
     jsonschema.Draft202012Validator.check_schema(schema)
     assert "model" in schema["properties"]["base"]["properties"]
     assert "SDPA output" in json.dumps(schema)

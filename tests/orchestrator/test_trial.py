@@ -9,24 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from orchestrator.spec.trial import TrialConfig
 from orchestrator.trial.run import FINAL_METRICS, TrialContext, TrialFailed, run_trial
-
-SMALL = {
-    "model": {"size": "bigram-1l", "gate": {"position": "G1"}},
-    "data": {"source": "bigram-backcopy", "seq_len": 32},
-    "train": {"steps": 40, "batch_size": 8, "warmup_steps": 5, "eval_every": 20, "log_every": 1, "checkpoint_every": 10, "lr": 3e-3},
-    "eval": {"batches": 2, "batch_size": 8, "probe_sequences": 4},
-}
-
-
-def cfg(**over) -> TrialConfig:
-    data = json.loads(json.dumps(SMALL))
-    for section, values in over.items():
-        data[section] = {**data.get(section, {}), **values}
-    return TrialConfig.from_dict(data)
-
-
-def history(client, run_id, key="train/loss"):
-    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+from tests.support.mlflow import history
+from tests.support.trials import cfg
 
 
 @pytest.mark.slow

@@ -14,8 +14,7 @@ from gatedmodels import GatedTransformer, ModelConfig
 from orchestrator.tracking import RunLogger, inputs, names
 from orchestrator.trial.callbacks.mlflow_logging import data_inputs
 from orchestrator.trial.run import TrialContext, run_trial
-
-from .test_trial import cfg
+from tests.support.trials import cfg
 
 
 @pytest.mark.slow

@@ -13,8 +13,8 @@ from gatedmodels.config import ModelConfig
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.spec.trial import TrialConfig
 from orchestrator.trial.run import TrialContext, run_trial
-
-from .test_trial import cfg, history
+from tests.support.mlflow import history
+from tests.support.trials import cfg
 
 
 @pytest.mark.parametrize("moe", [0, 4])

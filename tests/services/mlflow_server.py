@@ -9,13 +9,13 @@ server and need no object-store credentials of their own), MLflow's `basic-auth`
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from tests.support.service import ManagedProcess
 
 from .ports import free_port
 
@@ -37,7 +37,9 @@ def basic_auth_config(root: Path, *, password: str, database_uri: str, admin: st
     return {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": "tests-only"}
 
 
-class MlflowServer:
+class MlflowServer(ManagedProcess):
+    name = "mlflow server"
+
     def __init__(
         self,
         root: Path,
@@ -54,7 +56,7 @@ class MlflowServer:
         self.artifacts_destination = artifacts_destination or str(self.root / "artifacts")
         self.app_name = app_name
         self.args, self.env = tuple(args), dict(env or {})
-        self.proc: subprocess.Popen | None = None
+        self.proc = None
 
     @property
     def uri(self) -> str:
@@ -83,38 +85,30 @@ class MlflowServer:
             cmd += ["--app-name", self.app_name]
         return [*cmd, *self.args]
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> MlflowServer:
-        env = {
+    def environment(self) -> dict[str, str]:
+        return {
             **os.environ,
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
             "MLFLOW_DISABLE_TELEMETRY": "true",
             "DO_NOT_TRACK": "1",
             **self.env,
         }
+
+    def ready(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.uri}/health", timeout=2)
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> MlflowServer:
         self.root.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "a")
-        self.proc = subprocess.Popen(
-            self.command(), env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
-        deadline = time.time() + timeout
-        while time.time() < deadline and self.proc.poll() is None:
-            try:
-                urllib.request.urlopen(f"{self.uri}/health", timeout=2)
-                return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError("mlflow server did not start: " + self.log_path.read_text(errors="replace")[-2000:])
+        self.launch(timeout, interval=0.3)
+        return self
 
     def stop(self) -> None:
         """SIGTERM to the server's process group, SIGKILL after 20 s."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.terminate(20)
 
     def restart(self, down_s: float = 0.0) -> None:
         self.stop()

@@ -13,11 +13,12 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tests.support.service import ManagedProcess
 
 from .ports import free_port
 
@@ -61,10 +62,10 @@ def _ensure_user() -> str | None:
     return USER
 
 
-class Postgres:
+class Postgres(ManagedProcess):
     def __init__(self, port: int | None = None):
         self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
+        self.proc = None
         self.root: Path | None = None
         self.user = _ensure_user()
         self.bin = bin_dir()
@@ -132,40 +133,35 @@ class Postgres:
             )
         return self
 
+    name = "postgres"
+
+    @property
+    def log_path(self) -> Path:
+        assert self.root is not None
+        return self.root / "postgres.log"
+
+    def command(self) -> list[str]:
+        return self._as_user([str(self.bin / "postgres"), "-D", str(self.data)])
+
+    def ready(self) -> bool:
+        probe = [str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-t", "2"]
+        return subprocess.run(probe, capture_output=True).returncode == 0
+
     def start(self) -> Postgres:
         """Start the server (in its own process group) and wait until it takes connections."""
         if self.root is None:
             self.init()
-        log = open(self.root / "postgres.log", "ab")
-        self.proc = subprocess.Popen(
-            self._as_user([str(self.bin / "postgres"), "-D", str(self.data)]),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline and self.proc.poll() is None:
-            ready = subprocess.run([str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-t", "2"], capture_output=True)
-            if ready.returncode == 0:
-                return self
-            time.sleep(0.2)
-        tail = (self.root / "postgres.log").read_text(errors="replace")[-2000:]
-        self.stop()
-        raise RuntimeError(f"postgres did not start: {tail}")
+        self.launch(60)
+        return self
 
     def stop(self) -> None:
         """`pg_ctl stop -m fast`, then SIGKILL of the server's process group."""
-        if self.proc is None or self.proc.poll() is not None:
+        if not self.running():
             return
         subprocess.run(
             self._as_user([str(self.bin / "pg_ctl"), "stop", "-D", str(self.data), "-m", "fast", "-w", "-t", "20"]), capture_output=True
         )
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        self.reap(20)
 
     def restart(self, down_s: float = 0.0) -> None:
         """Stop, stay down `down_s` seconds, start again (same data, same port)."""

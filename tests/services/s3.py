@@ -8,13 +8,11 @@ client whose connections hang.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
+
+from tests.support.service import ManagedProcess
 
 from .ports import free_port
 
@@ -23,10 +21,26 @@ SECRET_KEY = "gatesweep-test-secret-Zq8vR2"
 """Recognisable credentials: a test that finds SECRET_KEY in a message, param, tag or log fails."""
 
 
-class MotoS3:
+class MotoS3(ManagedProcess):
+    name = "moto server"
+
     def __init__(self, root: Path, port: int | None = None):
         self.root, self.port = Path(root), port or free_port()
-        self.proc: subprocess.Popen | None = None
+        self.proc = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "moto.log"
+
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def ready(self) -> bool:
+        try:
+            urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=2)
+            return True
+        except OSError:
+            return False
 
     @property
     def endpoint(self) -> str:
@@ -43,19 +57,8 @@ class MotoS3:
         }
 
     def start(self) -> MotoS3:
-        self.root.mkdir(parents=True, exist_ok=True)
-        log = open(self.root / "moto.log", "ab")
-        cmd = [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ})
-        deadline = time.time() + 60
-        while time.time() < deadline and self.proc.poll() is None:
-            try:
-                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=2)
-                return self
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("moto server did not start: " + (self.root / "moto.log").read_text()[-2000:])
+        self.launch(60)
+        return self
 
     def client(self):
         import boto3
@@ -90,20 +93,5 @@ class MotoS3:
         req = urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")
         urllib.request.urlopen(req, timeout=10).read()
 
-    def pause(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGCONT)
-
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGCONT)
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.terminate(10)
