@@ -40,9 +40,9 @@ import psutil
 import pytest
 
 from orchestrator.tracking import client, names, views
+from tests.support.cli import gatesweep
 
 from .cdp import CHROMIUM, Browser
-from .conftest import cli
 
 pytestmark = [
     pytest.mark.slow,
@@ -72,7 +72,17 @@ def free_port() -> int:
 def quickstart(tmp_path_factory):
     root = tmp_path_factory.mktemp("quickstart-store")
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    out = cli("run", str(REPO / "sweeps" / "quickstart.yaml"), "--smoke", "--runs-dir", str(root / "runs"), "--tracking-uri", uri, cwd=root)
+    out = gatesweep(
+        "run",
+        str(REPO / "sweeps" / "quickstart.yaml"),
+        "--smoke",
+        "--runs-dir",
+        str(root / "runs"),
+        "--tracking-uri",
+        uri,
+        cwd=root,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert (
         "runs table: `gatesweep ui --sweep quickstart-smoke" in out.stdout and "viewStateShareKey=gatesweep-quickstart-smoke" in out.stdout

@@ -55,7 +55,7 @@ def test_an_unusable_object_store_is_refused_in_one_line_writing_nothing(tmp_pat
         assert len(lines) == 1 and runs in lines[0] and expect in lines[0], o.stderr
         assert "Traceback" not in o.stdout + o.stderr
         no_secret_in(o.stdout, o.stderr)
-    assert took < 60
+    assert took < 150  # no retry loop: the store's retries alone would take 300 s a command
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists() and not (tmp_path / "scratch").exists()
     assert s3.object_keys("test-bucket") == []
 
