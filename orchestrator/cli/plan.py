@@ -19,6 +19,7 @@ from orchestrator.core.errors import UserError
 
 from .common import print_table
 from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
+from .plan_time import duration_text as _duration
 from .sweepfile import add_override_options
 
 PEAK_TFLOPS = 989.0
@@ -321,11 +322,3 @@ def _count(n: int) -> str:
         if n >= div:
             return f"{n / div:.2f}{unit}"
     return str(n)
-
-
-def _duration(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"

@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrator.data.tokenizers import Tokenizer, build_tokenizer, gpt2_tokenizer
 
-from .plan import _duration
+from .plan_time import duration_text as _duration
 
 DOCS = 8
 """Documents timed per loglikelihood or multiple-choice task."""

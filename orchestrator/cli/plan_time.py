@@ -277,3 +277,12 @@ def lines(est: TimeEstimate, duration) -> list[str]:
     for p in est.parts:
         out.append(f"  {p.name.ljust(width)}  {duration(p.seconds):>8}  {p.how}")
     return out + [f"not counted: {note}" for note in est.notes]
+
+
+def duration_text(s: float) -> str:
+    """Seconds as the plan prints them: "42 s", "3.5 min", "2.1 h"."""
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
