@@ -122,7 +122,7 @@ def estimate_eval(config, *, threads: int = 1) -> EvalEstimate:
 
     from gatedmodels import GatedTransformer
     from orchestrator.evals.harness import GatesweepLM
-    from orchestrator.spec.ladder import expected_vocab
+    from orchestrator.ladder.plan import expected_vocab
 
     tasks_cfg = config.eval.tasks
     if not tasks_cfg.names:
