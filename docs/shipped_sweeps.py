@@ -40,7 +40,7 @@ SHIPPED: dict[str, tuple[str, str]] = {
     "ladder_cpu.yaml": (
         "a scaling ladder on text: G1 vs the ungated and the parameter-matched baseline, 5 token-matched rungs "
         "(d_model 16-80, 340x compute), WSD-S with 3 points per run ([scaling ladders](../ladder.md))",
-        "67 min measured on 2 heavily shared cores (load averages 15-24; not measured quiet)",
+        "13 min measured on 2 quiet cores (67 min on 2 heavily shared ones)",
     ),
     "ladder_gpu.yaml": (
         "the same ladder from 45M to 1.1B parameters with OLMo-core's recipe (batch ~ N^(2/3), lr ~ N^(-1/3), N tokens of warmup, WSD-S)",

@@ -157,7 +157,8 @@ def _fit_arm(ctx: Ctx, res: ArmResult) -> None:
     for name, value, col in zip(names, values, cols):
         bounded = [b for b in law.at_bound if b.startswith(name + " ") or (name == "E" and b.startswith("E "))]
         if bounded:
-            res.params[name] = Estimate(value, note=f"{bounded[0]}: not pinned by these rungs, no interval")
+            shown = 0.0 if bounded[0] == "E at 0" else value  # a fitted 1e-40 means 0: the bound, not a measurement
+            res.params[name] = Estimate(shown, note=f"{bounded[0]}: not pinned by these rungs, no interval")
             continue
         if s is None:
             res.params[name] = Estimate(value, note=ONE_SEED)

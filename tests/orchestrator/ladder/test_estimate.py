@@ -6,13 +6,16 @@ makes it raise."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from orchestrator.ladder import multipliers as mx
 from orchestrator.ladder import synthetic as sy
-from orchestrator.ladder.estimate import analyse
+from orchestrator.ladder.answers import ArmResult
+from orchestrator.ladder.estimate import _fit_arm, analyse
+from orchestrator.ladder.laws import Law
 from orchestrator.ladder.runs import Run
 
 E, A, ALPHA = sy.LAW
@@ -170,3 +173,16 @@ def test_random_damaged_ladders_never_raise(seed):
                 assert not (est.low > est.high), est
                 assert est.low != est.high or math.isinf(est.low), est
             assert set(res.verdicts) <= {*res.rungs, "joint", "target"}
+
+
+def test_an_e_at_its_zero_bound_is_shown_as_zero_without_an_interval():
+    """ladder_cpu's real fit left E at 4.85e-40 (its bound, 0): the report showed that number;
+    it must show the bound, 0, with the note and no interval."""
+    law = Law(("N", "D"), 4.85e-40, (3.0, 40.0), (0.17, 0.25), at_bound=("E at 0",))
+    res = ArmResult("base", law)
+    ctx = SimpleNamespace(refit_law=lambda law, cells: None, arm_cells=lambda arm: [])
+    _fit_arm(ctx, res)  # type: ignore[arg-type]
+    est = res.params["E"]
+    assert est.value == 0.0 and "E at 0" in est.note, est
+    assert not (math.isfinite(est.low) or math.isfinite(est.high)), est
+    assert res.params["alpha"].value == 0.17  # a parameter off its bound keeps its fitted value
