@@ -40,8 +40,22 @@ IMG = DOCS / "img"
 MANIFEST = IMG / "screenshots.json"
 REFRESH = ".venv/bin/python docs/screenshots.py"
 SOURCES: dict[str, list[str]] = {
-    "mlflow-runs-grouped.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
-    "mlflow-runs-charts.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
+    "mlflow-runs-grouped.png": [
+        "orchestrator/tracking/views/chart_view.py",
+        "orchestrator/tracking/views/groups.py",
+        "orchestrator/tracking/views/links.py",
+        "orchestrator/tracking/views/saved.py",
+        "sweeps/hello.yaml",
+        "docs/screenshots.py",
+    ],
+    "mlflow-runs-charts.png": [
+        "orchestrator/tracking/views/chart_view.py",
+        "orchestrator/tracking/views/groups.py",
+        "orchestrator/tracking/views/links.py",
+        "orchestrator/tracking/views/saved.py",
+        "sweeps/hello.yaml",
+        "docs/screenshots.py",
+    ],
     "report-html.png": ["dashboards/html.py", "dashboards/cells.py", "sweeps/hello.yaml", "docs/screenshots.py"],
     "quickstart-attention-maps.png": [
         "orchestrator/plots/draw.py",

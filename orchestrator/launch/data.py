@@ -16,13 +16,12 @@ import sys
 from collections.abc import Callable
 
 from orchestrator.core.errors import UserError
+from orchestrator.data.prepare import DataSettings, prepare
+from orchestrator.data.sources import DataUnavailable
 
 
 def prepare_sweep_data(configs, *, say: Callable[[str], None], source=None) -> None:
     """Prepare every distinct corpus the trials read; UserError naming every one that cannot be."""
-    from orchestrator.data.prepare import DataSettings, prepare
-    from orchestrator.data.sources import DataUnavailable
-
     prepared: dict = {}  # settings -> Prepared, or None when it cannot be
     problems: list[str] = []
     for cfg in configs:

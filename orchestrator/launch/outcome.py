@@ -11,33 +11,15 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from orchestrator.launch.rows import TrialRow
+from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import save_state
 from orchestrator.launch.summary import summary_markdown
 from orchestrator.tracking import client, names, run_outcome, run_state, search_all, views
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
-
-if TYPE_CHECKING:
-    from orchestrator.launch.runs import SweepRuns
-
-
-@dataclass
-class TrialRow:
-    name: str
-    config_hash: str
-    run_id: str | None
-    status: str = "pending"
-    """pending, running, finished, failed, stopped (ASHA), skipped (finished before), interrupted."""
-    metrics: dict = field(default_factory=dict)
-    axes: dict = field(default_factory=dict)
-    reason: str = ""
-    outcome: str = ""
-    """outcomes.py's kind (diverged, bad_data, crashed, ...), when the trial did not finish."""
-    member: bool = False
-    """The run carries this launch's member tag (runs of launches before member tags do not)."""
 
 
 @dataclass
@@ -62,6 +44,12 @@ class SweepOutcome:
     @property
     def failed(self) -> int:
         return sum(r.status == "failed" for r in self.rows) + bool(self.error)
+
+
+def sweep_error(err: BaseException) -> str:
+    """`SweepOutcome.error` for an exception that stopped the sweep: its type and first line."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:300] if lines else ''}"
 
 
 def collect(

@@ -34,7 +34,11 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.errors import UserError
+from orchestrator.spec.paths import distinct_problems, hub_problems
+from orchestrator.tracking import database_driver, file_store_path, redact_uri, scheme_of, sqlite_path
+from orchestrator.tracking.store import DB_DRIVERS
 
 TIMEOUT_S = 5.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -55,9 +59,6 @@ def preflight(uri: str, address: str | None, spec=None, expansion=None, *, sourc
 
 def check_hub(configs, *, source=None) -> None:
     """UserError if a trial reads `hf:` data while gatesweep runs offline."""
-    from gatedmodels.typedconfig import ConfigError
-    from orchestrator.spec.paths import distinct_problems, hub_problems
-
     issues = distinct_problems(configs, hub_problems)
     if issues:
         raise UserError(ConfigError(issues, str(source) if source else None).render())
@@ -66,8 +67,6 @@ def check_hub(configs, *, source=None) -> None:
 # ---- MLflow --------------------------------------------------------------------------------
 def check_tracking_uri(uri: str, *, timeout: float = TIMEOUT_S) -> None:
     """UserError unless the (resolved, absolute) tracking URI can be used from here."""
-    from orchestrator.tracking import file_store_path, redact_uri, scheme_of, sqlite_path
-
     shown = redact_uri(uri)
     scheme = scheme_of(uri)
     if scheme in ("http", "https", "databricks"):
@@ -89,12 +88,7 @@ def _check_database_login(uri: str, shown: str, timeout: float) -> None:
     """One SQLAlchemy connection to the URI's database (no query, no migration), in `timeout` s:
     refused credentials or a missing database are one line naming the URI (redacted) and the
     server's reason, never the password."""
-    from gatedmodels.typedconfig import ConfigError
-    from orchestrator.tracking import database_driver
-    from orchestrator.tracking import scheme_of as scheme_of_uri
-    from orchestrator.tracking.store import DB_DRIVERS
-
-    if scheme_of_uri(uri) not in DB_DRIVERS:
+    if scheme_of(uri) not in DB_DRIVERS:
         return
     try:
         uri = database_driver(uri)

@@ -19,6 +19,10 @@ from dataclasses import asdict, dataclass, field
 from orchestrator.ladder.config import PromotionConfig
 from orchestrator.ladder.promotion import Decision, decide
 from orchestrator.ladder.runs import baseline_of, run_from_metrics
+from orchestrator.launch.runs import SweepRuns
+from orchestrator.launch.state import save_state
+from orchestrator.ray.payload import TrialPayload
+from orchestrator.ray.progress import SweepProgress
 from orchestrator.spec.arms import arm_axes, arm_label, arms
 from orchestrator.spec.expand import Expansion
 from orchestrator.tracking import client, names, search_all
@@ -101,3 +105,35 @@ def settle_not_promoted(uri: str, run_ids: dict[str, str], say: Callable[[str], 
         cl.set_terminated(run_id, status="KILLED")
     if run_ids:
         say(f"  {len(run_ids)} trials not run: their arms were not promoted")
+
+
+def run_stages(runs: SweepRuns, payloads: list[TrialPayload], board: SweepProgress, fit: Callable[[list[TrialPayload]], None]) -> None:
+    """Train a promoting ladder stage by stage: `fit` each stage's trials of the arms still in
+    (one Tuner), settle the trials of the stopped arms, then decide which arms train the next rung
+    (the decision on the console, in state.json, and at the end in promotion.json on the parent)."""
+    spec, expansion = runs.spec, runs.expansion
+    assert spec.ladder is not None and spec.ladder.promote is not None
+    promo = Promotion(spec.ladder.promote, expansion)
+    member = (names.member_tag(spec.name), runs.state["parent_run_id"])
+    done: list[str] = []
+    plan = stages(expansion, promo.cfg)
+    for i, rungs in enumerate(plan):
+        batch = [p for p in payloads if promo.rung[p.config_hash] in rungs and promo.active(p.config_hash)]
+        left = {p.run_id: promo.stopped[promo.arm[p.config_hash]] for p in payloads
+                if promo.rung[p.config_hash] in rungs and not promo.active(p.config_hash) and p.run_id}  # fmt: skip
+        settle_not_promoted(runs.uri, left, board.say)
+        board.skip({p.config_hash for p in payloads if p.run_id in left})  # they will not run: out of the ETA
+        if batch:
+            board.say(f"ladder stage {i + 1}/{len(plan)}: rung(s) {', '.join(rungs)}, {len(batch)} trials")
+            fit(batch)
+        done += rungs
+        if i + 1 < len(plan):
+            d = promo.decide(runs.uri, runs.experiment, member, done, plan[i + 1][0])
+            for arm, why in d.stopped.items():
+                board.say(f"  promotion: {arm} stops: {why}")
+            for note in d.notes:
+                board.say(f"  promotion: {note}")
+            board.say(f"  promotion after {d.after_rung}: {', '.join(d.kept)} go on to {plan[i + 1][0]}")
+            runs.state["promotion"] = json.loads(promo.to_json())
+            save_state(runs.dir, runs.state)
+    client(runs.uri).log_text(member[1], promo.to_json(), "promotion.json")

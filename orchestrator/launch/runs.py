@@ -1,6 +1,7 @@
-"""The MLflow side of a sweep: the parent run, one child run per trial created before launch (for
-grid sweeps), the payload each trial receives, and, at the end, every trial's outcome read back
-from the store (the source of truth) with the runs settled that no trial code could settle.
+"""The MLflow side of a launch, written before any trial starts: the parent run, one child run per
+trial (for grid sweeps; a trial whose config hash finished before is reused, not run again), the
+payload each trial receives, and state.json with the sweep file beside it. What earlier launches
+left is read by `launch.history`; every trial's outcome is read back at the end by `launch.outcome`.
 
 What the MLflow UI shows is set up here too: the parent's description links the comparison
 report and the runs table, and the sweep's saved view lists this launch's trials (every one
@@ -15,53 +16,14 @@ import socket
 from pathlib import Path
 
 from orchestrator.core import metrics as registry
-from orchestrator.core.errors import UserError
-from orchestrator.launch.outcome import TrialRow
-from orchestrator.launch.state import save_state
+from orchestrator.launch.history import complete_launch, finished_runs, refuse_live_driver, resumed_run
+from orchestrator.launch.rows import TrialRow
+from orchestrator.launch.state import save_state, store_sweep_file
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.spec.expand import ExpandedTrial, Expansion
 from orchestrator.spec.sweep import SweepSpec
 from orchestrator.storage import Location
-from orchestrator.storage.retry import retried
-from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, quoted, redact_uri, search_all, views
-
-
-def finished_runs(uri: str, experiment: str) -> dict[str, object]:
-    """config hash -> a FINISHED run of it in the experiment (any sweep or `gatesweep train`)."""
-    cl = client(uri)
-    exp = cl.get_experiment_by_name(experiment)
-    if exp is None:
-        return {}
-    out: dict[str, object] = {}
-    for run in search_all(cl, [exp.experiment_id], "attributes.status = 'FINISHED'"):
-        h = run.data.tags.get(names.CONFIG_HASH_TAG)
-        if h and h not in out:
-            out[h] = run
-    return out
-
-
-def refuse_live_driver(cl, exp_id: str, name: str) -> None:
-    """A sweep of this name still RUNNING in the store under a live driver on this machine (one
-    launched with another --runs-dir, whose lock this driver cannot see) is refused too."""
-    import psutil
-
-    running = cl.search_runs(
-        [exp_id],
-        filter_string=f"tags.`gatesweep.sweep` = '{name}' and tags.`gatesweep.kind` = 'sweep' and attributes.status = 'RUNNING'",
-        max_results=100,
-    )
-    for run in running:
-        host, _, pid = run.data.tags.get(names.DRIVER_TAG, "").rpartition(":")
-        if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
-            try:
-                cmd = " ".join(psutil.Process(int(pid)).cmdline())
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            if "gatesweep" in cmd or "orchestrator" in cmd:
-                raise UserError(
-                    f"sweep {name!r} is already running in this store (driver pid {pid} on host {host}, "
-                    f"parent run {run.info.run_id}); wait for it, or stop it and `gatesweep resume` it"
-                )
+from orchestrator.tracking import RunLogger, client, get_or_create_experiment, names, redact_uri, views
 
 
 def create_parent(cl, exp_id: str, spec: SweepSpec, expansion: Expansion, *, uri: str, source: Path, driver: str) -> str:
@@ -197,14 +159,7 @@ class SweepRuns:
                 "trials": self.state.get("trials", {}),
             }
         )
-        stored = self.dir / "sweep.yaml"
-        if stored.local is not None:
-            stored.local.parent.mkdir(parents=True, exist_ok=True)
-            if self.source != stored.local.resolve():
-                shutil.copyfile(self.source, stored.local)
-        else:
-            data = self.source.read_bytes()
-            retried(lambda: stored.write_bytes(data), f"writing {stored}")
+        store_sweep_file(self.dir, self.source)
         views.write_sweep_view(
             cl,
             exp_id,
@@ -218,37 +173,22 @@ class SweepRuns:
 
     def finished_launch(self):
         """The sweep's latest parent run (an MLflow Run) when it has exactly the finished runs of every trial of
-        this expansion as its members (a re-run of a finished sweep): the launch to show again
-        instead of a new, empty one. None otherwise (something to run, `--rerun`, a resume, an
-        Optuna sweep, a changed sweep file, or a launch of another sweep holding the runs)."""
+        this expansion as its members (a re-run of a finished sweep; `history.complete_launch`): the
+        launch to show again instead of a new, empty one, its rows filled. None otherwise (something
+        to run, `--rerun`, a resume, an Optuna sweep, a changed sweep file, or a launch of another
+        sweep holding the runs)."""
         if self.resume or self.rerun or self.spec.search.type != "grid":
             return None
-        done = finished_runs(self.uri, self.experiment)
-        if not self.expansion.trials or any(t.config_hash not in done for t in self.expansion.trials):
+        found = complete_launch(self.uri, self.experiment, self.spec.name, self.expansion)
+        if found is None:
             return None
-        cl = client(self.uri)
-        exp = cl.get_experiment_by_name(self.experiment)
-        name = quoted(self.spec.name)
-        latest = cl.search_runs(
-            [exp.experiment_id],
-            filter_string=f"tags.`{names.KIND_TAG}` = '{names.SWEEP_KIND}' and tags.`{names.SWEEP_TAG}` = {name}",
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
-        if not latest or latest[0].info.status == "RUNNING":
-            return None
-        parent = latest[0].info.run_id
-        members = {
-            r.info.run_id for r in search_all(cl, [exp.experiment_id], f"tags.`{names.member_tag(self.spec.name)}` = {quoted(parent)}")
-        }
-        if members != {done[t.config_hash].info.run_id for t in self.expansion.trials}:
-            return None
+        latest, done = found
         for t in self.expansion.trials:
             run = done[t.config_hash]
             row = TrialRow(t.name, t.config_hash, run.info.run_id, status="skipped", axes=t.axes, member=True)
             row.metrics = dict(run.data.metrics)
             self.rows[t.config_hash] = row
-        return latest[0]
+        return latest
 
     def view_axes(self) -> list[str]:
         """The axes the runs table shows: the varying grid axes, then Optuna's sampled ones."""
@@ -294,26 +234,13 @@ class SweepRuns:
 
     def _payload(self, t: ExpandedTrial, parent: str, cl, exp_id: str, row: TrialRow) -> TrialPayload:
         run_dir = self.dir.child("trials", t.config_hash)
-        known = self.state["trials"].get(t.config_hash, {})
-        run_id = known.get("run_id")
-        if self.spec.search.type == "optuna":
-            run_id = None  # created per Tune trial, inside the trainable
-        elif run_id and self.resume:
-            try:
-                status = cl.get_run(run_id).info.status
-            except Exception:
-                run_id = None
-            else:
-                if status == "FINISHED" and not self.rerun:
-                    row.status = "skipped"
-        else:
-            run_id = None
+        run_id, status = None, ""  # an Optuna trial's run is created per Tune trial, inside the trainable
+        if self.resume and self.spec.search.type != "optuna":
+            run_id, status = resumed_run(cl, self.state["trials"].get(t.config_hash, {}).get("run_id"))
+        if status == "FINISHED" and not self.rerun:
+            row.status = "skipped"
         if run_id is None and self.spec.search.type == "grid":
-            if run_dir.local is not None:
-                if run_dir.local.exists():  # a previous launch's checkpoints belong to another run
-                    shutil.rmtree(run_dir.local, ignore_errors=True)
-            elif run_dir.files():
-                run_dir.delete_tree()
+            _clear(run_dir)  # a previous launch's checkpoints belong to another run
             run_id = create_child(cl, exp_id, self.spec.name, t, parent, self.group_of(t.config_hash))
         row.run_id = run_id
         self.state["trials"][t.config_hash] = {"run_id": run_id, "name": t.name, "run_dir": str(run_dir)}
@@ -329,10 +256,23 @@ class SweepRuns:
         )
 
     def judged_by(self) -> list[str]:
-        """The metrics the scheduler and searcher read from every result."""
-        out = []
-        if self.spec.scheduler is not None and self.spec.scheduler.type == "asha":
-            out.append(self.spec.scheduler.metric)
-        if self.spec.search.type == "optuna":
-            out.append(self.spec.search.metric)
-        return sorted(set(out))
+        return judged_by(self.spec)
+
+
+def judged_by(spec: SweepSpec) -> list[str]:
+    """The metrics the scheduler and searcher read from every result."""
+    out = []
+    if spec.scheduler is not None and spec.scheduler.type == "asha":
+        out.append(spec.scheduler.metric)
+    if spec.search.type == "optuna":
+        out.append(spec.search.metric)
+    return sorted(set(out))
+
+
+def _clear(run_dir: Location) -> None:
+    """Empty a trial's checkpoint folder (local or on a store)."""
+    if run_dir.local is not None:
+        if run_dir.local.exists():
+            shutil.rmtree(run_dir.local, ignore_errors=True)
+    elif run_dir.files():
+        run_dir.delete_tree()

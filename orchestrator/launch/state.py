@@ -9,6 +9,8 @@ The stored sweep file is always STATE/sweep.yaml: a path the state file names is
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from orchestrator import storage
 from orchestrator.core.errors import UserError
@@ -101,3 +103,16 @@ def save_state(loc: Location, state: dict) -> None:
         return
     f = loc.child("state.json")
     retried(lambda: f.write_json(state, indent=2), f"writing {f}")
+
+
+def store_sweep_file(loc: Location, source: Path) -> Location:
+    """Copy the sweep file `source` to the state folder's sweep.yaml (what a resume reads); return it."""
+    stored = loc / "sweep.yaml"
+    if stored.local is not None:
+        stored.local.parent.mkdir(parents=True, exist_ok=True)
+        if source != stored.local.resolve():
+            shutil.copyfile(source, stored.local)
+    else:
+        data = source.read_bytes()
+        retried(lambda: stored.write_bytes(data), f"writing {stored}")
+    return stored

@@ -19,11 +19,13 @@ import os
 from pathlib import Path
 
 from gatedmodels.typedconfig import set_dotted
-from orchestrator.ray.cluster import TRACKING_ENV
+from orchestrator.ray.cluster import SECRET_ENV, TRACKING_ENV
 from orchestrator.ray.payload import TrialPayload
+from orchestrator.spec.trial import TrialConfig
 from orchestrator.storage import Location
 from orchestrator.storage.scratch import scratch_for
-from orchestrator.tracking import names, views
+from orchestrator.tracking import RunLogger, client, names, views
+from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, TrialFailed
 
 
 def _payload_of(config: dict) -> TrialPayload:
@@ -70,7 +72,7 @@ def local_run_dir(payload: TrialPayload) -> tuple[Path, Location | None]:
 
 
 def _context(payload: TrialPayload, report, num_threads: int | None):
-    from orchestrator.trial.run import TrialContext
+    from orchestrator.trial.run import TrialContext  # lazy: imports torch (the driver imports this module)
 
     run_dir, remote = local_run_dir(payload)
     return TrialContext(
@@ -94,10 +96,9 @@ def trainable(config: dict, secrets: dict[str, str] | None = None) -> None:
     import ray
     from ray import tune
 
+    from orchestrator.trial.run import run_trial  # lazy: imports torch (the driver imports this module)
+
     os.environ.update(secrets or {})
-    from orchestrator.spec.trial import TrialConfig
-    from orchestrator.tracking.outcomes import TrialFailed
-    from orchestrator.trial.run import run_trial
 
     payload = _payload_of(config)
     payload.tags[names.NODE_ID_TAG] = ray.get_runtime_context().get_node_id()
@@ -134,9 +135,6 @@ def trainable(config: dict, secrets: dict[str, str] | None = None) -> None:
 
 
 def _record_config_failure(payload: TrialPayload, err: Exception) -> None:
-    from orchestrator.tracking import RunLogger
-    from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG
-
     logger = RunLogger(_uri(payload), payload.run_id, quiet=True)
     logger.set_tags({OUTCOME_TAG: "bad_config", REASON_TAG: f"config: {err}"[:4000]})
     logger.finish("FAILED", wait=30)
@@ -144,8 +142,6 @@ def _record_config_failure(payload: TrialPayload, err: Exception) -> None:
 
 def _attach_run(payload: TrialPayload, cfg, trial_id: str) -> TrialPayload:
     """Create (or, on a retry, find) the MLflow child run of an Optuna trial."""
-    from orchestrator.tracking import RunLogger, client
-
     uri = _uri(payload)
     cl = client(uri)
     exp = cl.get_experiment_by_name(payload.experiment)
@@ -171,9 +167,7 @@ def _worker_loop(config: dict) -> None:
     """Runs in each Ray Train worker; the process group already exists."""
     import ray
 
-    from orchestrator.spec.trial import TrialConfig
-    from orchestrator.tracking.outcomes import TrialFailed
-    from orchestrator.trial.run import run_trial
+    from orchestrator.trial.run import run_trial  # lazy: imports torch (the driver imports this module)
 
     os.environ.update(ray.get(config.pop("secrets")) if "secrets" in config else {})  # an ObjectRef: no secret in Train's config
     payload = TrialPayload.from_dict(config)
@@ -186,8 +180,6 @@ def _worker_loop(config: dict) -> None:
 
 
 def _secrets() -> dict[str, str]:
-    from orchestrator.ray.cluster import SECRET_ENV
-
     return {k: os.environ[k] for k in (TRACKING_ENV, *SECRET_ENV) if k in os.environ}
 
 
@@ -196,8 +188,7 @@ def _run_distributed(payload: TrialPayload) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from orchestrator.tracking import client
-    from orchestrator.trial.distributed import BoundTorchConfig
+    from orchestrator.trial.distributed import BoundTorchConfig  # lazy: imports torch (the driver imports this module)
 
     gpus = payload.gpus
     trainer = TorchTrainer(

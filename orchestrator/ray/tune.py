@@ -11,9 +11,10 @@ from ray import tune
 from ray.tune import Callback
 
 from orchestrator.core import metrics
+from orchestrator.ray import trainable as trainable_mod
 from orchestrator.ray.payload import TrialPayload
 from orchestrator.ray.progress import work_of
-from orchestrator.spec.sweep import numeric_bounds
+from orchestrator.spec.search import numeric_bounds
 
 
 def build_tuner(
@@ -36,8 +37,6 @@ def build_tuner(
     filled as the sweep runs: the trials ASHA stopped, and Tune's last error lines. `secrets`
     (`RayCluster.trial_secrets`) reach each trial through Ray's object store (`with_parameters`),
     not its config or a runtime_env, so no Ray log or Tune file holds them."""
-    from orchestrator.ray import trainable as trainable_mod
-
     res = spec.resources
     if res.workers_per_trial > 1:
         resources = {"cpu": 0.01}  # the TorchTrainer's workers reserve the real resources

@@ -7,6 +7,8 @@ from typing import Literal
 
 from gatedmodels.typedconfig import Config, Issue, Limits, show
 from orchestrator.core.bounds import MAX_LEN, SEED
+from orchestrator.data.sources import source_problem
+from orchestrator.data.tokenizers import tokenizer_problem
 from orchestrator.spec.paths import checked_path
 
 
@@ -76,9 +78,6 @@ class DataConfig(Config):
                 out.append(Issue(name, f"got {show(getattr(self, name))}; allowed: a non-empty string"))
         if not self.separator or len(self.separator) > 64:
             out.append(Issue("separator", f"got {show(self.separator)}; allowed: auto, eos, or a text of 1 to 64 characters"))
-        from orchestrator.data.sources import source_problem
-        from orchestrator.data.tokenizers import tokenizer_problem
-
         for name, check in (("source", source_problem), ("tokenizer", tokenizer_problem)):
             problem = checked_path(getattr(self, name), check)
             if problem:

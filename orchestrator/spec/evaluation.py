@@ -10,6 +10,8 @@ from typing import Literal
 from gatedmodels.config import KV_CACHE_KINDS
 from gatedmodels.typedconfig import Config, Issue, Limits, did_you_mean, show
 from orchestrator.core.bounds import _PARAM_KEY, MAX_BATCH, MAX_LEN, SEED
+from orchestrator.data.sources import source_problem
+from orchestrator.evals.harness_data import DATASETS, allowed_text, base_task, task_names
 from orchestrator.spec.paths import checked_path
 
 Extension = Literal["none", "yarn", "base"]
@@ -62,8 +64,6 @@ class TasksConfig(Config):
         out: list[Issue] = []
         if not self.names:
             return out
-        from orchestrator.evals.harness_data import DATASETS, allowed_text, task_names
-
         known = set(task_names())
         seen: set[str] = set()
         for i, name in enumerate(self.names):
@@ -194,8 +194,6 @@ class EvalConfig(Config):
 
     def problems(self) -> list[Issue]:
         out = []
-        from orchestrator.data.sources import source_problem
-
         for i, name in enumerate(self.ppl_sets):
             problem = "bigram-backcopy has no text" if name == "bigram-backcopy" else checked_path(name, source_problem)
             metric = f"ppl/{_set_name(name)}"
@@ -212,8 +210,6 @@ class EvalConfig(Config):
 def generation_fields(ev: EvalConfig) -> list[str]:
     """The dotted fields of `ev` that make a trial generate text (greedy decoding on the KV cache):
     `generate_until` harness tasks (gsm8k) and RULER."""
-    from orchestrator.evals.harness_data import base_task
-
     out = [f"eval.tasks.names[{i}]" for i, name in enumerate(ev.tasks.names) if (t := base_task(name)) and t.kind == "generate_until"]
     return out + (["eval.ruler.enabled"] if ev.ruler.enabled else [])
 

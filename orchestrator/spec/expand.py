@@ -9,7 +9,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gatedmodels import GateConfig
 from gatedmodels.typedconfig import Config, ConfigError, Issue, set_dotted, show
@@ -18,8 +18,11 @@ from orchestrator.ladder.plan import RungPlan, compute_matched, expected_vocab, 
 from orchestrator.ladder.runs import RUNG_AXIS
 from orchestrator.spec.arms import ladder_problems
 from orchestrator.spec.reported import REPORTED_METRICS, _reports
-from orchestrator.spec.sweep import SECTIONS, SweepSpec, numeric_bounds
-from orchestrator.spec.trial import TrialConfig
+from orchestrator.spec.search import numeric_bounds
+from orchestrator.spec.trial import SECTIONS, TrialConfig
+
+if TYPE_CHECKING:
+    from orchestrator.spec.sweep import SweepSpec  # the sweep's checks call `cell_problems`: sweep imports this module
 
 
 # ---- expansion -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from gatedmodels.typedconfig import ConfigError, Issue, set_dotted, show
+from gatedmodels.typedconfig import ConfigError, Issue, did_you_mean, set_dotted, show
 from orchestrator.spec.paths import resolve_value
 from orchestrator.spec.trial import parse_override
 
@@ -101,8 +101,6 @@ def _key_problem(key: str, *, axis: bool = False) -> str | None:
     allowed = SECTION_KEYS if axis else SECTION_KEYS + SWEEP_KEYS
     if head in allowed and (axis or head in SWEEP_KEYS or "." in key):
         return None
-    from gatedmodels.typedconfig import did_you_mean
-
     what = "a dotted path into a trial section" if axis else "a dotted path into a trial section or a field of the sweep"
     return f"{what} ({', '.join(allowed)}); got {show(key)}{did_you_mean(head, list(allowed))}"
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from gatedmodels.typedconfig import Issue, get_dotted, set_dotted, show
 from orchestrator.core.errors import UserError
+from orchestrator.data.sources import LOCAL_SUFFIXES, OFFLINE_CORPORA, ONLINE_ENV, SYNTHETIC, online
+from orchestrator.evals.harness_data import base_task, data_problem
 from orchestrator.spec.files import read_text
 
 if TYPE_CHECKING:
@@ -41,8 +43,6 @@ def checked_path(value: str, check: Callable[[str], str | None]) -> str | None:
 def _is_local(field_path: str, value: Any) -> bool:
     """Whether `value` of `field_path` names a local file or folder (rather than a corpus,
     a Hub dataset, a tokenizer name...)."""
-    from orchestrator.data.sources import OFFLINE_CORPORA, SYNTHETIC
-
     if not isinstance(value, str) or not value.strip():
         return False
     if field_path == "data.tokenizer":
@@ -101,8 +101,6 @@ def hub_problems(cfg: TrialConfig) -> list[Issue]:
     """An `hf:` source needs the Hub, which gatesweep uses only with GATESWEEP_ONLINE=1 (the
     launcher passes the variable to the trials). Checked when a trial is launched, not when a
     file is validated: the file may be meant for a machine that is online."""
-    from orchestrator.data.sources import ONLINE_ENV, online
-
     if online():
         return []
     hub = [("data.source", cfg.data.source)] + [(f"eval.ppl_sets[{i}]", s) for i, s in enumerate(cfg.eval.ppl_sets)]
@@ -121,8 +119,6 @@ def environment_problems(cfg: TrialConfig) -> list[Issue]:
     """What this config needs from the filesystem, checked before anything is launched: a local
     corpus folder with readable files of one kind, a tokenizer.json that is one, and the data of
     every harness task in eval.tasks (the folders given, or the copy setup.sh installs)."""
-    from orchestrator.data.sources import LOCAL_SUFFIXES
-
     out = []
     if _is_local("data.source", cfg.data.source):
         problem = checked_path(cfg.data.source, lambda p: _corpus_problem(Path(p), LOCAL_SUFFIXES))
@@ -134,8 +130,6 @@ def environment_problems(cfg: TrialConfig) -> list[Issue]:
             out.append(Issue("data.tokenizer", problem))
     tasks = cfg.eval.tasks
     if tasks.names:  # offline data for every harness task, before anything trains
-        from orchestrator.evals.harness_data import base_task, data_problem
-
         for i, name in enumerate(tasks.names):
             task = base_task(name)
             if task is not None:

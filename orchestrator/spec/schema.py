@@ -13,8 +13,8 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 from gatedmodels.typedconfig import Config, hints
-from orchestrator.spec.sweep import SECTIONS, SweepSpec
-from orchestrator.spec.trial import TrialConfig
+from orchestrator.spec.sweep import SweepSpec
+from orchestrator.spec.trial import SECTIONS, TrialConfig
 
 
 def type_schema(tp: Any) -> dict:

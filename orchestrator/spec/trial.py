@@ -160,6 +160,16 @@ class TrialConfig(Config):
         return cached
 
 
+SECTIONS: dict[str, type[Config]] = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "train": TrainConfig,
+    "deepspeed": DeepSpeedConfig,
+    "eval": EvalConfig,
+}
+"""The sections of a trial config a sweep's axes set (a dotted path starts with one: `model.gate.position`)."""
+
+
 def _section_json(cfg: TrialConfig, name: str) -> str:
     section = getattr(cfg, name)
     cached = section.__dict__.get("_json_cache")

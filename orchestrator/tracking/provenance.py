@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from . import names
+
 PACKAGES = ("gatesweep", "torch", "deepspeed", "ray", "mlflow", "optuna", "datasets")
 
 
@@ -122,8 +124,6 @@ def numerics_tags(description: dict[str, Any], before: dict[str, str] | None = N
     `before`: the run's tags when it is reopened (a retry, a resume); if it trained under another
     environment until now, the run is marked mixed (`{"mixed": [earlier, ..., now]}`, the keys
     joined by `+`): its numbers repeat neither environment's."""
-    from . import names
-
     key = numerics_key(description)
     old_key = (before or {}).get(names.NUMERICS_KEY_TAG)
     if not old_key or old_key == key or old_key.endswith("+" + key):

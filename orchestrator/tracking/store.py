@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from gatedmodels.typedconfig import ConfigError, Issue
 
 from ..storage import FileLock
+from .views import EXPERIMENT_KIND_TAG, TRAINING_KIND, mark_training_experiment
 
 # Fail fast on HTTP stores; RunLogger does its own buffering and retrying.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -177,8 +178,6 @@ def client(uri: str):
 def get_or_create_experiment(cl, name: str, uri: str) -> str:
     """The experiment's id, created when missing; either way a model-training experiment in
     MLflow's terms (`views.mark_training_experiment`)."""
-    from .views import EXPERIMENT_KIND_TAG, TRAINING_KIND, mark_training_experiment
-
     exp = cl.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
