@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from orchestrator.spec.schema import sweep_schema, trial_schema
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of sweep files (for editor completion)", description=__doc__)
@@ -13,7 +15,5 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from orchestrator.spec.schema import sweep_schema, trial_schema
-
     print(json.dumps(trial_schema() if args.trial else sweep_schema(), indent=2))
     return 0

@@ -14,7 +14,8 @@ import sys
 from orchestrator.core.errors import UserError
 
 from .common import load_yaml
-from .sweepfile import add_override_options
+from .sweepfile import add_override_options, is_sweep_file, load_and_expand, overrides_of
+from .train import load_trial_config
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -25,9 +26,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from .sweepfile import is_sweep_file, load_and_expand, overrides_of
-    from .train import load_trial_config
-
     overrides = overrides_of(args)
     bad = 0
     for path in args.files:
