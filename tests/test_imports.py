@@ -78,6 +78,7 @@ import contextlib, io, json, sys
 import orchestrator.cli.main  # noqa: F401
 main = sys.modules["orchestrator.cli.main"]
 heavy_help, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+seen = {}
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     try:
@@ -85,11 +86,16 @@ with contextlib.redirect_stdout(out):
     except SystemExit as stop:
         assert stop.code == 0, stop.code
 assert "validate" in out.getvalue(), out.getvalue()
-after_help = sorted(m for m in heavy_help if m in sys.modules)
+seen["help"] = sorted(m for m in heavy_help if m in sys.modules)
+seen["help_cli"] = sorted(m for m in sys.modules if m.startswith("orchestrator.cli."))
+main.build_parser().format_help()  # every command's parser: every CLI module imported
+seen["parsers"] = sorted(m for m in heavy_help if m in sys.modules)
 said = io.StringIO()
 with contextlib.redirect_stdout(said):
-    code = main.main(["validate", *sys.argv[3:]])
-print(json.dumps({"help": after_help, "validate": sorted(m for m in heavy if m in sys.modules), "code": code, "out": said.getvalue()}))
+    seen["code"] = main.main(["validate", *sys.argv[3:]])
+seen["validate"] = sorted(m for m in heavy if m in sys.modules)
+seen["out"] = said.getvalue()
+print(json.dumps(seen))
 """
 
 
@@ -98,8 +104,9 @@ def shipped_files() -> list[str]:
 
 
 def startup_imports(files: list[str], heavy_help=HELP_HEAVY, heavy=HEAVY) -> dict:
-    """In a fresh interpreter: `gatesweep --help`, then `gatesweep validate FILES` in-process; the
-    packages of `heavy_help` loaded after the help, of `heavy` after the validation."""
+    """In a fresh interpreter, in-process: `gatesweep --help`, then every command's parser, then
+    `gatesweep validate FILES`; the packages of `heavy_help` loaded after the help and after the
+    parsers, of `heavy` after the validation, and the CLI's modules the help loaded."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, json.dumps(list(heavy_help)), json.dumps(list(heavy)), *files],
@@ -120,14 +127,16 @@ def test_help_and_validate_load_no_heavy_package():
     assert seen["code"] == 0, seen["out"]  # every shipped file is valid: the whole path ran
     assert seen["out"].count(": valid ") == len(files), seen["out"]
     assert seen["help"] == [], f"`gatesweep --help` imported {seen['help']}: import it lazily (`# lazy: imports ...`)"
+    assert seen["help_cli"] == ["orchestrator.cli.commands", "orchestrator.cli.main"], seen["help_cli"]  # no command's module
+    assert seen["parsers"] == [], f"importing the CLI's modules imported {seen['parsers']}: import it lazily (`# lazy: imports ...`)"
     assert seen["validate"] == [], f"`gatesweep validate` imported {seen['validate']}: import it lazily (`# lazy: imports ...`)"
 
 
 def test_the_startup_guard_sees_a_loaded_package():
-    """The probe itself: `validate` does load yaml (and the tokenizers numpy), so listing them as
-    heavy must report them; a guard that cannot fail would pass the test above anyway."""
+    """The probe itself: the CLI's modules do load yaml, and `validate` the tokenizers' numpy, so
+    listing them as heavy must report them; a guard that cannot fail would pass the test above anyway."""
     seen = startup_imports(["sweeps/hello.yaml"], heavy_help=("yaml",), heavy=("yaml", "numpy"))
-    assert seen["help"] == ["yaml"] and seen["validate"] == ["numpy", "yaml"], seen
+    assert seen["parsers"] == ["yaml"] and seen["validate"] == ["numpy", "yaml"], seen
 
 
 # ---- function-local imports of the project's own modules -------------------------------------

@@ -29,6 +29,7 @@ from orchestrator.spec.trial import TrialConfig
 
 from ..data import mirror
 from ..data.sources import OFFLINE_CORPORA, DataUnavailable, online, package_dir
+from .commands import COMMAND_TABLE
 from .common import print_table
 from .sweepfile import load_and_expand
 
@@ -44,7 +45,7 @@ _PACKAGES = {
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "data",
-        help="list data sources, benchmark data, tokenizers and prepared corpora; `data prepare` tokenizes ahead of a sweep",
+        help=COMMAND_TABLE["data"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -17,6 +17,7 @@ from orchestrator.core.errors import UserError
 from ..data import DataUnavailable, build_trial_data
 from ..spec.evaluation import cache_problem
 from ..tracking import RunLogger, redact_uri
+from .commands import COMMAND_TABLE
 from .common import print_table, tracking_uri
 from .trialstore import explicit_store, log_step, logging_store, skip
 
@@ -29,7 +30,7 @@ DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_o
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval",
-        help="run harness tasks (HellaSwag, MMLU, ...), RULER-style, perplexity and longer lengths on a finished trial",
+        help=COMMAND_TABLE["eval"].help,
         description=__doc__,
     )
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")

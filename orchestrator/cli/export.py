@@ -22,6 +22,7 @@ from pathlib import Path
 from orchestrator.core.errors import UserError
 
 from ..tracking import redact_uri
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 from .trialstore import explicit_store, log_step, logging_store, skip
 
@@ -29,7 +30,7 @@ from .trialstore import explicit_store, log_step, logging_store, skip
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
-        help="write a trained model as a Hugging Face folder (Qwen3 / Qwen3-MoE / Qwen3-Next / Laguna / the paper's layout)",
+        help=COMMAND_TABLE["export"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -20,11 +20,13 @@ from pathlib import Path
 
 from orchestrator.core.errors import UserError
 
+from .commands import COMMAND_TABLE
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "import",
-        help="turn a Hugging Face model (Qwen3 / Qwen3-MoE / Qwen3-Next / the paper's layout) into a gatesweep model folder",
+        help=COMMAND_TABLE["import"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

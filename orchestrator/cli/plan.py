@@ -27,6 +27,7 @@ from orchestrator.launch.runs import finished_runs
 from orchestrator.ray.cluster import oversubscription
 from orchestrator.tracking import sqlite_path
 
+from .commands import COMMAND_TABLE
 from .common import print_table
 from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
 from .plan_time import duration_text as _duration
@@ -40,7 +41,7 @@ MFU = 0.4
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("plan", help="show the trials a sweep would run (dry run)", description=__doc__)
+    p = sub.add_parser("plan", help=COMMAND_TABLE["plan"].help, description=__doc__)
     p.add_argument("file", help="sweep YAML")
     add_override_options(p)
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")

@@ -22,6 +22,7 @@ from orchestrator.data.sources import source_problem
 from orchestrator.spec.paths import checked_path
 from orchestrator.tracking import RunLogger, names, redact_uri
 
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 from .trialstore import explicit_store, log_step, logging_store, skip
 
@@ -34,7 +35,7 @@ PROBE_WARNINGS_TAG = "gatesweep.probe_warnings"
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "probe",
-        help="first-token attention per layer and head, sink ratio, massive activations, gate scores of any model",
+        help=COMMAND_TABLE["probe"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

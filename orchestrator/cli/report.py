@@ -26,6 +26,7 @@ from orchestrator.core.errors import UserError
 from orchestrator.spec.sweep import NAME_RE
 
 from ..tracking import redact_uri
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 
 
@@ -64,7 +65,7 @@ an entry to add a format."""
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "report",
-        help="compare a sweep's runs: tables, seed statistics, plots, HTML report",
+        help=COMMAND_TABLE["report"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -17,13 +17,14 @@ from orchestrator.spec.sweep import NAME_RE
 from orchestrator.storage.retry import retried
 from orchestrator.storage.scratch import scratch_root
 
+from .commands import COMMAND_TABLE
 from .run import add_launch_options, launch
 from .sweepfile import load_and_expand
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "resume", help="continue an interrupted sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        "resume", help=COMMAND_TABLE["resume"].help, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("sweep", help="sweep name (as in its file) or the sweep file")
     p.add_argument(

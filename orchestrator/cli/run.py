@@ -28,6 +28,7 @@ from orchestrator.runtime import signals
 from orchestrator.spec.search import ResourcesConfig
 
 from ..tracking import redact_uri, scheme_of, views
+from .commands import COMMAND_TABLE
 from .common import print_table, tracking_uri, writable_dir
 from .sweepfile import add_override_options, effective_file, load_and_expand, overrides_of
 
@@ -35,9 +36,7 @@ CONFIRM_ABOVE = 500
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "run", help="launch a sweep on Ray (local or --address)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = sub.add_parser("run", help=COMMAND_TABLE["run"].help, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="sweep YAML")
     add_override_options(p)
     add_launch_options(p)

@@ -22,6 +22,7 @@ from orchestrator.spec.paths import environment_problems, resolve_paths
 from orchestrator.spec.trial import TrialConfig, apply_overrides, experiment_problem
 from orchestrator.storage.scratch import scratch_for
 
+from .commands import COMMAND_TABLE
 from .common import config_error, load_yaml, print_table, tracking_uri, writable_dir
 from .sweepfile import check_tracking_uri as check_file_tracking_uri
 
@@ -29,7 +30,7 @@ from .sweepfile import check_tracking_uri as check_file_tracking_uri
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "train",
-        help="train one trial (DeepSpeed, no Ray) and log it to MLflow",
+        help=COMMAND_TABLE["train"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -29,6 +29,7 @@ from dashboards.store import StoreError, check_store, experiment_ids, find_paren
 from orchestrator.core.errors import UserError
 
 from ..tracking import artifacts_folder, names, redact_uri, scheme_of, search_all, views
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 
 HOST = "127.0.0.1"
@@ -67,7 +68,7 @@ the loopback one: `gatesweep ui` sets the server's options itself and removes th
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "ui",
-        help="start the MLflow UI on 127.0.0.1 over the sweep store",
+        help=COMMAND_TABLE["ui"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
