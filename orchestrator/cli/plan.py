@@ -29,6 +29,7 @@ from orchestrator.tracking import sqlite_path
 
 from .commands import COMMAND_TABLE
 from .common import print_table
+from .plan_eval import EvalColumn
 from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
 from .plan_time import duration_text as _duration
 from .run import resolve_uri
@@ -133,8 +134,6 @@ class Planned:
 
 
 def run(args) -> int:
-    from .plan_eval import EvalColumn  # lazy: imports numpy (the tokenizers)
-
     if not (0 < args.gpu_tflops < 1e6):
         raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
     if not (0 < args.mfu <= 1):

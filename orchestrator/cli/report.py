@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dashboards.store import StoreError
+from dashboards.tables import RENDERERS
 from orchestrator.core.errors import UserError
 from orchestrator.spec.sweep import NAME_RE
 
@@ -31,8 +32,6 @@ from .common import tracking_uri
 
 
 def _table(report) -> str:
-    from dashboards.tables import RENDERERS  # lazy: imports numpy
-
     width = shutil.get_terminal_size((100, 24)).columns
     return RENDERERS["table"](report.comparison, width=max(60, width))
 
@@ -43,8 +42,6 @@ def _file(name: str) -> Callable:
 
 def _rendered(fmt: str) -> Callable:
     def render(report) -> str:
-        from dashboards.tables import RENDERERS  # lazy: imports numpy
-
         return RENDERERS[fmt](report.comparison)
 
     return render
