@@ -126,7 +126,7 @@ def run(args) -> int:
     elif args.resume:
         raise UserError(f"nothing to resume: no previous trial of this config in {where}")
 
-    from orchestrator.trial.run import FINAL_METRICS, TrialContext, TrialFailed, run_trial  # lazy: imports torch, DeepSpeed, MLflow
+    from orchestrator.trial.run import FINAL_METRICS, TrialContext, TrialFailed, run_trial  # lazy: imports torch and matplotlib
 
     writable_dir(run_dir, "--runs-dir" if remote is None else "GATESWEEP_SCRATCH")
 
