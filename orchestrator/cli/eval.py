@@ -11,9 +11,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gatedmodels.typedconfig import ConfigError, did_you_mean
 from orchestrator.core.errors import UserError
 
+from ..data import DataUnavailable, build_trial_data
+from ..evals.harness_data import allowed_text, base_task, data_problem, task_names
+from ..spec.evaluation import cache_problem
+from ..tracking import RunLogger, redact_uri
+from .commands import COMMAND_TABLE
 from .common import print_table, tracking_uri
+from .trialstore import explicit_store, log_step, logging_store, skip
 
 OWN = ("ruler", "ppl", "length")
 MAX_RULER_SAMPLES = 100_000
@@ -24,7 +31,7 @@ DEFAULT_TASKS = "hellaswag,arc_easy,arc_challenge,piqa,winogrande,sciq,lambada_o
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "eval",
-        help="run harness tasks (HellaSwag, MMLU, ...), RULER-style, perplexity and longer lengths on a finished trial",
+        help=COMMAND_TABLE["eval"].help,
         description=__doc__,
     )
     p.add_argument("target", help="MLflow run id, a trial folder, or a model.pt file")
@@ -54,7 +61,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def _load(target: str, uri: str | None):
     """The trial `target` names (`orchestrator.interop.locate`: a run id, a trial or import folder,
     a model.pt), its weights checked against its config and against the run it would log into."""
-    from orchestrator.interop.locate import RUN_ID, locate
+    from orchestrator.interop.locate import RUN_ID, locate  # lazy: imports torch
 
     path = Path(target).expanduser()
     if not path.exists() and not RUN_ID.fullmatch(target):
@@ -84,10 +91,6 @@ def _lengths(text: str) -> list[int]:
 def _checked_flags(args) -> list[str]:
     """The --tasks list, with --limit and --num-fewshot checked; UserError naming the flag (and
     what a misspelt task is close to)."""
-    from gatedmodels.typedconfig import did_you_mean
-
-    from ..evals.harness_data import allowed_text, task_names
-
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     known = set(task_names())
     bad = [t for t in tasks if t not in OWN and t not in known]
@@ -106,27 +109,34 @@ def _checked_flags(args) -> list[str]:
 
 
 def run(args) -> int:
-    import torch
-
-    from gatedmodels import GatedTransformer
-    from gatedmodels.typedconfig import ConfigError
-
-    from ..data import DataUnavailable, build_trial_data
-    from ..evals.harness_data import base_task, data_problem, task_names
-    from ..evals.suite import run_benchmarks
-    from ..spec.evaluation import cache_problem
+    from orchestrator.interop.locate import RUN_ID  # lazy: imports torch
 
     tasks = _checked_flags(args)
     harness = [t for t in tasks if t not in OWN]
-    from orchestrator.interop.locate import RUN_ID
-
     by_run_id = RUN_ID.fullmatch(args.target) is not None and not Path(args.target).exists()
-    from .trialstore import explicit_store
-
     explicit = explicit_store(args.tracking_uri)
     source_uri = (explicit or tracking_uri(None)) if by_run_id else None  # the run's store holds where its weights are
     loaded = _load(args.target, source_uri)
-    cfg = loaded.trial
+    cfg = _configured(args, loaded.trial, tasks, harness)
+    which = tuple(t for t in ("tasks", "ruler", "ppl", "length") if (t == "tasks" and harness) or t in tasks)
+    metrics = _evaluate(cfg, loaded.state, which)
+    shown = [
+        {"metric": k, "value": v, "stderr": metrics.get(f"{k}_stderr", "")}
+        for k, v in metrics.items()
+        if (k.split("/")[0] in harness and not k.endswith("_stderr"))
+        or k.startswith(
+            ("harness/", "ruler/", "ruler_avg/", "ppl/", "bpb/", "length_loss/", "length_copy/", "length_excess/", "eval_time_s/")
+        )
+    ]
+    print_table(shown)
+    if loaded.run_id and not args.no_log:
+        _log(args, loaded, source_uri or explicit, metrics, cfg.train.steps)
+    return 0
+
+
+def _configured(args, cfg, tasks: list[str], harness: list[str]):
+    """The trial's config with its eval section set by the flags, checked (the cache kind, the
+    harness tasks' data) before the weights are loaded; UserError naming the target."""
     if cfg.data.source == "bigram-backcopy" and set(tasks) != {"length"}:
         raise UserError(
             f"{args.target}: trained on bigram-backcopy, which has no text tokenizer; harness tasks, RULER and perplexity sets "
@@ -147,7 +157,7 @@ def run(args) -> int:
     train_len = cfg.data.seq_len
     # the full benchmark unless --limit says otherwise (the trial's own limit was for its quick in-trial run)
     try:
-        cfg = cfg.replace(
+        return cfg.replace(
             eval=ev.replace(
                 ppl_sets=ppl_sets,
                 tasks=ev.tasks.replace(names=harness, limit=args.limit, num_fewshot=args.num_fewshot),
@@ -159,41 +169,35 @@ def run(args) -> int:
         )
     except ConfigError as err:  # e.g. --lengths beyond the learned positions of the model
         raise UserError(f"{args.target}: {err.render()} (set the lengths with --lengths)") from None
-    which = tuple(t for t in ("tasks", "ruler", "ppl", "length") if (t == "tasks" and harness) or t in tasks)
+
+
+def _evaluate(cfg, state: dict, which: tuple[str, ...]) -> dict:
+    """The benchmarks `which` of the model `cfg` with the weights `state`, on a GPU when there is one."""
+    import torch  # lazy: torch itself
+
+    from gatedmodels import GatedTransformer  # lazy: imports torch
+
+    from ..evals.suite import run_benchmarks  # lazy: imports torch
+
     try:
         data = build_trial_data(cfg.data, cfg.train.seed)
     except DataUnavailable as err:
         raise UserError(f"data: {err}") from None
     model = GatedTransformer(cfg.model)
-    model.load_state_dict(loaded.state)
+    model.load_state_dict(state)
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     model.to(device)
     try:
-        metrics = run_benchmarks(
+        return run_benchmarks(
             model, getattr(data, "tokenizer", None), cfg, device=device, which=which, progress=lambda line: print(line, flush=True)
         )
     except DataUnavailable as err:
         raise UserError(str(err)) from None
-    shown = [
-        {"metric": k, "value": v, "stderr": metrics.get(f"{k}_stderr", "")}
-        for k, v in metrics.items()
-        if (k.split("/")[0] in harness and not k.endswith("_stderr"))
-        or k.startswith(
-            ("harness/", "ruler/", "ruler_avg/", "ppl/", "bpb/", "length_loss/", "length_copy/", "length_excess/", "eval_time_s/")
-        )
-    ]
-    print_table(shown)
-    if loaded.run_id and not args.no_log:
-        _log(args, loaded, source_uri or explicit, metrics, cfg.train.steps)
-    return 0
 
 
 def _log(args, loaded, given: str | None, metrics: dict, step: int) -> None:
     """Log the results into the trial's run (its store: `trialstore.logging_store`), or say why not
     and how to later (the results are cached, so evaluating again only logs)."""
-    from ..tracking import RunLogger, redact_uri
-    from .trialstore import log_step, logging_store, skip
-
     uri, why = logging_store(given, loaded.path)
     later = f"gatesweep eval {args.target} --tasks {args.tasks} --tracking-uri {redact_uri(uri) if uri else 'URI'} (the results are cached)"
     what = f"{len(metrics)} metrics of MLflow run {loaded.run_id}"

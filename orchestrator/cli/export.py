@@ -21,13 +21,16 @@ from pathlib import Path
 
 from orchestrator.core.errors import UserError
 
+from ..tracking import redact_uri
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
+from .trialstore import explicit_store, log_step, logging_store, skip
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
-        help="write a trained model as a Hugging Face folder (Qwen3 / Qwen3-MoE / Qwen3-Next / Laguna / the paper's layout)",
+        help=COMMAND_TABLE["export"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -55,17 +58,12 @@ def _size(n: int) -> str:
 
 
 def run(args) -> int:
-    from gatedmodels import build_meta
-    from orchestrator.interop.export import export, log_export, parse_dtype
-    from orchestrator.interop.locate import RUN_ID, locate
-
-    from ..tracking import redact_uri
-    from .trialstore import log_step, logging_store, skip
+    from gatedmodels import build_meta  # lazy: imports torch
+    from orchestrator.interop.export import export, log_export, parse_dtype  # lazy: imports torch
+    from orchestrator.interop.locate import RUN_ID, locate  # lazy: imports torch
 
     dtype = parse_dtype(args.dtype)
     by_run_id = RUN_ID.fullmatch(args.source) is not None and not Path(args.source).exists()
-    from .trialstore import explicit_store
-
     explicit = explicit_store(args.tracking_uri)
     source_uri = (explicit or tracking_uri(None)) if by_run_id else None  # the run's store holds where its weights are
     loaded = locate(args.source, source_uri)

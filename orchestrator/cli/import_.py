@@ -20,11 +20,13 @@ from pathlib import Path
 
 from orchestrator.core.errors import UserError
 
+from .commands import COMMAND_TABLE
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "import",
-        help="turn a Hugging Face model (Qwen3 / Qwen3-MoE / Qwen3-Next / the paper's layout) into a gatesweep model folder",
+        help=COMMAND_TABLE["import"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -43,10 +45,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from gatedmodels import build_meta
-    from orchestrator.interop.export import parse_dtype
-    from orchestrator.interop.import_ import import_model
-    from orchestrator.interop.locate import locate
+    from gatedmodels import build_meta  # lazy: imports torch
+    from orchestrator.interop.export import parse_dtype  # lazy: imports torch
+    from orchestrator.interop.hf_layouts import LAYOUTS  # lazy: imports torch
+    from orchestrator.interop.import_ import import_model  # lazy: imports torch
+    from orchestrator.interop.locate import locate  # lazy: imports torch
 
     if args.seq_len < 2:
         raise UserError(f"--seq-len: got {args.seq_len}; allowed: >= 2")
@@ -57,8 +60,6 @@ def run(args) -> int:
         loaded, out, data_source=args.data, seq_len=args.seq_len, dtype=dtype, tokenizer_file=args.tokenizer, force=args.force
     )
     cfg = loaded.model_cfg
-    from orchestrator.interop.hf_layouts import LAYOUTS
-
     arch = LAYOUTS[loaded.layout].title if loaded.layout else "gatesweep's own format"
     print(f"imported {loaded.path}: {arch}")
     tok = done.tokenizer

@@ -16,32 +16,37 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import import_module
+from types import ModuleType
 
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.errors import UserError
 
 from .. import __version__
 from ..tracking.failures import store_failure
-from . import data, export, import_, plan, probe, report, resume, run, schema, train, ui, validate
-from . import eval as eval_
+from .commands import COMMAND_TABLE
 
-#: the command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`
-COMMANDS = {
-    "validate": validate,
-    "plan": plan,
-    "run": run,
-    "resume": resume,
-    "train": train,
-    "eval": eval_,
-    "report": report,
-    "ui": ui,
-    "schema": schema,
-    "data": data,
-    "export": export,
-    "import": import_,
-    "probe": probe,
-}
+
+class _Commands(Mapping[str, ModuleType]):
+    """Command name -> its module (`add_parser(subparsers)`, `run(args) -> int`), imported when
+    first asked for: the one place the CLI imports by name (`commands.COMMAND_TABLE`), so that a
+    command loads only its own modules (`tests/test_imports.py` keeps `--help` and `validate` light)."""
+
+    def __getitem__(self, name: str) -> ModuleType:
+        return import_module(f"{__package__}.{COMMAND_TABLE[name].module}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMAND_TABLE)
+
+    def __len__(self) -> int:
+        return len(COMMAND_TABLE)
+
+
+COMMANDS: Mapping[str, ModuleType] = _Commands()
+"""The command table: name -> module with `add_parser(subparsers)` and `run(args) -> int`."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,18 +56,28 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(full: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with `full`, only those commands' parsers are built (their
+    modules imported), the others are their name and help line (enough for `gatesweep --help`
+    and for an unknown command's error)."""
+    built = set(COMMAND_TABLE) if full is None else set(full)
     parser = _Parser(prog="gatesweep", description="Ablation sweeps of gated attention on Ray + DeepSpeed, tracked in MLflow.")
     parser.add_argument("--version", action="version", version=f"gatesweep {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in COMMANDS.values():
+    for name, command in COMMAND_TABLE.items():
+        if name not in built:
+            sub.add_parser(name, help=command.help)
+            continue
+        module = COMMANDS[name]
         p = module.add_parser(sub)
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = next((a for a in argv if not a.startswith("-")), None)  # the top level's options take no value
+    parser = build_parser(full=[named] if named in COMMAND_TABLE else [])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -106,8 +121,6 @@ def closed_output() -> int:
 
 def stdout_closed() -> bool:
     """Whether stdout is a pipe (or socket) whose reader has gone: poll reports an error on it."""
-    import select
-
     try:
         fd = sys.stdout.fileno()
         poller = select.poll()

@@ -13,14 +13,27 @@ says so in one line."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from gatedmodels.costs import model_costs
 from orchestrator.core.errors import UserError
+from orchestrator.ladder.plan import expected_vocab, recipe_text
+from orchestrator.ladder.runs import RUNG_AXIS
+from orchestrator.launch.runs import finished_runs
+from orchestrator.ray.cluster import oversubscription
+from orchestrator.tracking import sqlite_path
 
+from .commands import COMMAND_TABLE
 from .common import print_table
+from .plan_eval import EvalColumn
 from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
 from .plan_time import duration_text as _duration
-from .sweepfile import add_override_options
+from .run import resolve_uri
+from .sweepfile import add_override_options, load_and_expand, overrides_of
 
 PEAK_TFLOPS = 989.0
 """Dense bf16 TFLOP/s of an H100 or H200 (REFERENCE §8)."""
@@ -29,7 +42,7 @@ MFU = 0.4
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("plan", help="show the trials a sweep would run (dry run)", description=__doc__)
+    p = sub.add_parser("plan", help=COMMAND_TABLE["plan"].help, description=__doc__)
     p.add_argument("file", help="sweep YAML")
     add_override_options(p)
     p.add_argument("--tracking-uri", help="store to look for finished trials (default as for run)")
@@ -47,9 +60,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def trial_costs(config):
     """`gatedmodels.costs.ModelCosts` of a trial's model with the vocabulary its tokenizer will have."""
-    from gatedmodels.costs import model_costs
-    from orchestrator.ladder.plan import expected_vocab
-
     vocab = expected_vocab(config.data) or config.model.vocab_size
     return model_costs(config.model.replace(vocab_size=vocab))
 
@@ -62,13 +72,9 @@ def trial_flops(config, workers: int = 1) -> float:
 
 def finished_hashes(uri: str, experiment: str) -> set[str]:
     """Finished config hashes, without creating a store that does not exist yet."""
-    from orchestrator.tracking import sqlite_path
-
     db = sqlite_path(uri)
     if db is not None and not db.exists():
         return set()
-    from orchestrator.launch.runs import finished_runs
-
     try:
         return set(finished_runs(uri, experiment))
     except Exception as err:  # an unreachable store must not stop a dry run
@@ -90,10 +96,6 @@ COST_FIELDS = ("train.steps", "train.batch_size", "train.grad_accum", "data.seq_
 
 def local_gpus() -> int:
     """GPUs this machine shows (NVIDIA's driver, or torch when it is already imported), honouring CUDA_VISIBLE_DEVICES."""
-    import os
-    import sys
-    from pathlib import Path
-
     if "torch" in sys.modules:
         return int(sys.modules["torch"].cuda.device_count())
     try:
@@ -132,12 +134,6 @@ class Planned:
 
 
 def run(args) -> int:
-    import os
-
-    from .plan_eval import EvalColumn
-    from .run import resolve_uri
-    from .sweepfile import load_and_expand, overrides_of
-
     if not (0 < args.gpu_tflops < 1e6):
         raise UserError(f"--gpu-tflops: got {args.gpu_tflops:g}; allowed: a positive number of TFLOP/s")
     if not (0 < args.mfu <= 1):
@@ -175,8 +171,6 @@ def run(args) -> int:
 
 
 def _model_key(t) -> str:
-    import json
-
     tr = t.config.train
     return json.dumps(t.config.model.to_dict(), sort_keys=True) + json.dumps([tr.batch_size, tr.grad_accum, t.config.data.seq_len])
 
@@ -214,8 +208,6 @@ def plan_trials(spec, e, done: set[str], samples: int, *, measure_now: bool, cor
 
 def print_plan(args, spec, e, planned: Planned, done: set[str], samples: int, gpus: str, measure: bool) -> int:
     """The table, the ladder's rows, the counts, the compute and the notes; returns the trials to run."""
-    from orchestrator.ray.cluster import oversubscription
-
     search, res = samples > 1 or spec.search.type == "optuna", spec.resources
     if search:
         print(
@@ -269,9 +261,6 @@ def benchmark_notes(trials) -> list[str]:
 def print_ladder(spec, e, seconds: dict[str, float] | None) -> None:
     """One row per rung: shape, budget, settings, and each arm's training FLOPs against the rung's
     base model (what its variant adds per token, e.g. a G1 gate's d x d projection per layer)."""
-    from orchestrator.ladder.plan import recipe_text
-    from orchestrator.ladder.runs import RUNG_AXIS
-
     lad = spec.ladder
     print(f"ladder: {len(e.rungs)} rungs; {recipe_text(lad, e.trials[0].axis_config.model.d_model)}")
     train = e.trials[0].config.train

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.data.tokenizers import Tokenizer, build_tokenizer, gpt2_tokenizer
+from orchestrator.ladder.plan import expected_vocab
 
 from .plan_time import duration_text as _duration
 
@@ -91,7 +92,7 @@ def _leaves(loaded: dict) -> list:
 
 def measure_task(lm, name: str, tasks_cfg, *, docs: int = DOCS, gen_docs: int = GEN_DOCS) -> TaskCost:
     """Seconds of `lm` on the first documents of task `name` (a group: of its first subtasks)."""
-    from orchestrator.evals.harness import load_tasks
+    from orchestrator.evals.harness import load_tasks  # lazy: imports torch
 
     loaded = load_tasks([name], num_fewshot=tasks_cfg.num_fewshot, data_root=tasks_cfg.data, paths=dict(tasks_cfg.paths))
     leaves = _leaves(loaded)
@@ -118,11 +119,10 @@ def measure_task(lm, name: str, tasks_cfg, *, docs: int = DOCS, gen_docs: int = 
 
 def estimate_eval(config, *, threads: int = 1) -> EvalEstimate:
     """The measured harness-task cost of one trial config (see the module docstring)."""
-    import torch
+    import torch  # lazy: torch itself
 
-    from gatedmodels import GatedTransformer
-    from orchestrator.evals.harness import GatesweepLM
-    from orchestrator.ladder.plan import expected_vocab
+    from gatedmodels import GatedTransformer  # lazy: imports torch
+    from orchestrator.evals.harness import GatesweepLM  # lazy: imports torch
 
     tasks_cfg = config.eval.tasks
     if not tasks_cfg.names:

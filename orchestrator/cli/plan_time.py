@@ -98,10 +98,10 @@ def measure_step(cfg, *, threads: int = 1, budget_s: float = 1.0, min_steps: int
     """Seconds of each optimizer step of a plain torch loop on this trial's model and batch, with
     the trial's thread count: steps after a warm-up one until `budget_s` is spent (at least
     `min_steps`, at most `max_steps`), so a busy machine's spread shows."""
-    import torch
-    import torch.nn.functional as F
+    import torch  # lazy: torch itself
+    import torch.nn.functional as F  # lazy: torch itself
 
-    from gatedmodels import GatedTransformer
+    from gatedmodels import GatedTransformer  # lazy: imports torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, threads))

@@ -17,8 +17,14 @@ import sys
 from pathlib import Path
 
 from orchestrator.core.errors import UserError
+from orchestrator.data import DataUnavailable
+from orchestrator.data.sources import source_problem
+from orchestrator.spec.paths import checked_path
+from orchestrator.tracking import RunLogger, names, redact_uri
 
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
+from .trialstore import explicit_store, log_step, logging_store, skip
 
 PROBE_OF_TAG = "gatesweep.probe_of"
 """Tag of a probe's MLflow run: what it probed (a run id or a path)."""
@@ -29,7 +35,7 @@ PROBE_WARNINGS_TAG = "gatesweep.probe_warnings"
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "probe",
-        help="first-token attention per layer and head, sink ratio, massive activations, gate scores of any model",
+        help=COMMAND_TABLE["probe"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -50,14 +56,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def _sequences(loaded, args):
     """(N, T + 1) held-out token ids, BOS first, and the bytes per token id."""
-    from orchestrator.data import DataUnavailable
-    from orchestrator.data.sources import source_problem
-    from orchestrator.spec.paths import checked_path
-
     T, N = args.seq_len, args.sequences
     vocab = loaded.model_cfg.vocab_size
     if args.data == "bigram-backcopy":
-        from orchestrator.data.bigram_backcopy import BigramBackcopy
+        from orchestrator.data.bigram_backcopy import BigramBackcopy  # lazy: imports torch
 
         trial = loaded.trial
         if trial is None or trial.data.source != "bigram-backcopy":
@@ -74,7 +76,7 @@ def _sequences(loaded, args):
         raise UserError(f"{args.model}: trained on bigram-backcopy, which has no text tokenizer; probe it with --data bigram-backcopy")
     if tok.vocab_size > vocab:
         raise UserError(f"tokenizer {tok.name}: {tok.vocab_size} tokens, more than the model's vocabulary ({vocab})")
-    from orchestrator.data.text import heldout_windows
+    from orchestrator.data.text import heldout_windows  # lazy: imports torch
 
     try:
         seqs = heldout_windows(args.data, tok, T, 0.05, max_windows=N)
@@ -85,11 +87,11 @@ def _sequences(loaded, args):
 
 
 def run(args) -> int:
-    import torch
+    import torch  # lazy: torch itself
 
-    from orchestrator.interop.export import parse_dtype
-    from orchestrator.interop.locate import build_model, locate
-    from orchestrator.interop.probe import run_probe, write_plots
+    from orchestrator.interop.export import parse_dtype  # lazy: imports torch
+    from orchestrator.interop.locate import build_model, locate  # lazy: imports torch
+    from orchestrator.interop.probe import run_probe, write_plots  # lazy: imports torch
 
     if not 1 <= args.sequences <= 4096:
         raise UserError(f"--sequences: got {args.sequences}; allowed: 1..4096")
@@ -100,8 +102,6 @@ def run(args) -> int:
     if args.sink_tokens < 1:
         raise UserError(f"--sink-tokens: got {args.sink_tokens}; allowed: >= 1")
     dtype = parse_dtype(args.dtype)
-    from .trialstore import explicit_store
-
     explicit = explicit_store(args.tracking_uri)
     source_uri = (explicit or tracking_uri(None)) if _looks_like_run_id(args.model) else None  # where its weights are
     loaded = locate(args.model, source_uri)
@@ -135,9 +135,6 @@ def _log_step(loaded, args, report, files, given: str | None) -> None:
     """--log: a new run in the store given with --tracking-uri (created if need be, as `train`
     does: the flag asks for it), else in the trial's own store (`trialstore.logging_store`), or one
     warning saying why not and how to later."""
-    from ..tracking import redact_uri
-    from .trialstore import log_step, logging_store, skip
-
     if given:
         uri, why = given, ""
     else:
@@ -155,7 +152,7 @@ def _log_step(loaded, args, report, files, given: str | None) -> None:
 
 def _check_memory(cfg, args, device) -> None:
     """Refuse a probe pass the machine cannot hold, with the figure, before anything is allocated."""
-    from orchestrator.interop.probe import available_bytes, probe_bytes
+    from orchestrator.interop.probe import available_bytes, probe_bytes  # lazy: imports torch
 
     need, have = probe_bytes(cfg, args.sequences, args.seq_len), available_bytes(device)
     if need > have:
@@ -167,7 +164,7 @@ def _check_memory(cfg, args, device) -> None:
 
 
 def _looks_like_run_id(text: str) -> bool:
-    from orchestrator.interop.locate import RUN_ID
+    from orchestrator.interop.locate import RUN_ID  # lazy: imports torch
 
     return bool(RUN_ID.fullmatch(text)) and not Path(text).exists()
 
@@ -206,8 +203,6 @@ def _print(loaded, args, report, bos: str, n: int) -> None:
 
 
 def _log(loaded, args, report, files, uri: str) -> str:
-    from orchestrator.tracking import RunLogger, names
-
     tags = {names.KIND_TAG: names.PROBE_KIND, PROBE_OF_TAG: loaded.run_id or str(loaded.path), names.GATE_TAG: loaded.model_cfg.gate.label}
     if report.warnings:
         tags[PROBE_WARNINGS_TAG] = "; ".join(report.warnings)

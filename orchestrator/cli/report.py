@@ -19,15 +19,19 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from dashboards.store import StoreError
+from dashboards.tables import RENDERERS
 from orchestrator.core.errors import UserError
+from orchestrator.spec.sweep import NAME_RE
 
+from ..tracking import redact_uri
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 
 
 def _table(report) -> str:
-    from dashboards.tables import RENDERERS
-
     width = shutil.get_terminal_size((100, 24)).columns
     return RENDERERS["table"](report.comparison, width=max(60, width))
 
@@ -38,8 +42,6 @@ def _file(name: str) -> Callable:
 
 def _rendered(fmt: str) -> Callable:
     def render(report) -> str:
-        from dashboards.tables import RENDERERS
-
         return RENDERERS[fmt](report.comparison)
 
     return render
@@ -60,7 +62,7 @@ an entry to add a format."""
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "report",
-        help="compare a sweep's runs: tables, seed statistics, plots, HTML report",
+        help=COMMAND_TABLE["report"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -130,10 +132,6 @@ def default_out(name: str | None):
     """The sweep's own report folder, `runs/sweeps/NAME/report/` (where the end of a sweep writes
     it), when the sweep ran from this folder with the default runs folder; else None
     (`build_report`'s default, `reports/NAME/`). One place for a sweep's report."""
-    from pathlib import Path
-
-    from orchestrator.spec.sweep import NAME_RE
-
     if not name or not NAME_RE.fullmatch(name):
         return None
     own = Path("runs") / "sweeps" / name
@@ -141,10 +139,7 @@ def default_out(name: str | None):
 
 
 def run(args) -> int:
-    from dashboards.report import build_report
-    from dashboards.store import StoreError
-
-    from ..tracking import redact_uri
+    from dashboards.report import build_report  # lazy: imports matplotlib
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     if not args.name and not args.parent:

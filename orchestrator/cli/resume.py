@@ -9,14 +9,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gatedmodels.typedconfig import flatten_dict
 from orchestrator.core.errors import UserError
+from orchestrator.launch.preflight_storage import runs_location
+from orchestrator.launch.state import load_state, sweep_dir
+from orchestrator.spec.sweep import NAME_RE
+from orchestrator.storage.retry import retried
+from orchestrator.storage.scratch import scratch_root
+
+from .commands import COMMAND_TABLE
+from .run import add_launch_options, launch
+from .sweepfile import load_and_expand
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from .run import add_launch_options
-
     p = sub.add_parser(
-        "resume", help="continue an interrupted sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        "resume", help=COMMAND_TABLE["resume"].help, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("sweep", help="sweep name (as in its file) or the sweep file")
     p.add_argument(
@@ -30,24 +38,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from orchestrator.launch.state import load_state, sweep_dir
-
-    from .run import launch
-    from .sweepfile import load_and_expand
-
     target = Path(args.sweep)
     given = target if target.is_file() else None
     if given is not None:
         spec, _ = load_and_expand(given)
         name = spec.name
     else:
-        from orchestrator.spec.sweep import NAME_RE
-
         name = args.sweep
         if not NAME_RE.fullmatch(name):  # a name, never a path out of the runs folder
             raise UserError(f"{name!r}: not a sweep file nor a sweep name (1-100 letters, digits, '.', '_', '-')")
-    from orchestrator.launch.preflight_storage import runs_location
-
     state_dir = sweep_dir(runs_location(args.runs_dir), name)
     state = load_state(state_dir)
     if not state:
@@ -99,9 +98,6 @@ def run(args) -> int:
 def stored_copy(state_dir, state: dict) -> Path:
     """A remote sweep's stored sweep file (and its state.json, which names the launched file, for
     `relative_to`), downloaded into this machine's scratch folder; the local path of the copy."""
-    from orchestrator.storage.retry import retried
-    from orchestrator.storage.scratch import scratch_root
-
     local = scratch_root() / "sweeps" / state_dir.name / "stored"
     local.mkdir(parents=True, exist_ok=True)
     for f in ("sweep.yaml", "state.json"):
@@ -117,8 +113,6 @@ def stored_copy(state_dir, state: dict) -> Path:
 
 def spec_changes(old, new, limit: int = 4) -> str:
     """The dotted fields whose values differ between two sweep specs, e.g. 'train.steps: 100 -> 200'."""
-    from gatedmodels.typedconfig import flatten_dict
-
     a, b = flatten_dict(old.to_dict()), flatten_dict(new.to_dict())
     diffs = [f"{k}: {a.get(k, '(unset)')!r} -> {b.get(k, '(unset)')!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""

@@ -11,19 +11,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 
+from dashboards.publish import publish
 from orchestrator.core.errors import UserError
+from orchestrator.core.printable import terminal
+from orchestrator.launch.data import prepare_sweep_data
+from orchestrator.launch.launcher import Launcher
+from orchestrator.launch.logfile import LibraryLog
+from orchestrator.launch.preflight import preflight
+from orchestrator.launch.preflight_storage import runs_location
+from orchestrator.launch.summary import summary_rows
+from orchestrator.ray.progress import wants_bar
+from orchestrator.runtime import signals
+from orchestrator.spec.search import ResourcesConfig
 
-from .common import tracking_uri, writable_dir
-from .sweepfile import add_override_options
+from ..tracking import redact_uri, scheme_of, views
+from .commands import COMMAND_TABLE
+from .common import print_table, tracking_uri, writable_dir
+from .sweepfile import add_override_options, effective_file, load_and_expand, overrides_of
 
 CONFIRM_ABOVE = 500
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "run", help="launch a sweep on Ray (local or --address)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = sub.add_parser("run", help=COMMAND_TABLE["run"].help, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="sweep YAML")
     add_override_options(p)
     add_launch_options(p)
@@ -54,8 +67,6 @@ def add_launch_options(p: argparse.ArgumentParser) -> None:
 def check_max_concurrent(value: int | None) -> None:
     """--max-concurrent takes what resources.max_concurrent takes, with the same meaning (0: as
     many trials as the cluster fits)."""
-    from orchestrator.spec.search import ResourcesConfig
-
     low, high = ResourcesConfig.LIMITS["max_concurrent"]
     if value is not None and not low <= value <= high:
         raise UserError(f"--max-concurrent: got {value}; allowed: {low}..{high:,} (0: as many as the cluster fits)")
@@ -67,25 +78,15 @@ def resolve_uri(args, spec) -> str:
 
 def launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     check_max_concurrent(args.max_concurrent)
-    from orchestrator.launch.logfile import LibraryLog
-
     with LibraryLog():  # Ray's and MLflow's own log lines go to RUNS/sweeps/NAME/sweep.log
         return _launch(spec, expansion, source, args, resume=resume, rerun=rerun)
 
 
 def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
-    from orchestrator.launch.launcher import Launcher
-    from orchestrator.launch.preflight_storage import runs_location
-    from orchestrator.ray.progress import wants_bar
-
     runs_root = runs_location(args.runs_dir)  # a URI no store backs, or a store that cannot be used: one line, nothing written
     uri = resolve_uri(args, spec)
-    from orchestrator.launch.preflight import preflight
-
     preflight(uri, args.address, spec, expansion, source=source)  # nothing is written if a service is missing
     if not args.address:
-        from orchestrator.launch.data import prepare_sweep_data
-
         prepare_sweep_data([t.config for t in expansion.trials], say=lambda line: print(line, flush=True), source=source)
     if runs_root.local is not None:
         writable_dir(runs_root.local, "--runs-dir")
@@ -111,8 +112,6 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
     launcher.upload("report")  # a remote runs folder gets the report and sweep.log too
     launcher.upload("sweep.log")
     print_outcome(outcome)
-    from ..tracking import redact_uri
-
     print(f"MLflow: experiment {spec.tracking.experiment!r}, parent run {outcome.parent_run_id} in {redact_uri(uri)}")
     print_browse_lines(spec.name, uri, outcome, args.tracking_uri)
     if runs_root.remote:
@@ -128,9 +127,6 @@ def _launch(spec, expansion, source, args, *, resume: bool, rerun: bool) -> int:
 def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
     """The comparison report and the parent's per-configuration metrics, after the launcher closed
     the parent run; False when a signal stopped it (the sweep's results are in the store)."""
-    from dashboards.publish import publish
-    from orchestrator.runtime import signals
-
     print(f"building the report of sweep {name} (statistics, plots, report.html; Ctrl-C leaves the results in the store)…", flush=True)
     try:
         with signals.as_interrupt():
@@ -151,8 +147,6 @@ def publish_report(name: str, uri: str, outcome, out_dir) -> bool:
 def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -> None:
     """Where to look next: the report written at the end, the runs table in the MLflow UI (on
     `gatesweep ui`'s default address for a local store), `gatesweep report`."""
-    from ..tracking import redact_uri, scheme_of, views
-
     flag = f" --tracking-uri {redact_uri(explicit_uri)}" if explicit_uri else ""  # a password in the URI is never printed
     if outcome.report_dir is not None:
         print(f"report: {outcome.report_dir / 'report.html'} (and under report/ on the parent run)")
@@ -165,11 +159,6 @@ def print_browse_lines(name: str, uri: str, outcome, explicit_uri: str | None) -
 
 
 def run(args) -> int:
-    import tempfile
-    from pathlib import Path
-
-    from .sweepfile import effective_file, load_and_expand, overrides_of
-
     overrides = overrides_of(args)
     spec, expansion = load_and_expand(args.file, smoke=args.smoke, overrides=overrides)
     n = len(expansion.trials)
@@ -188,11 +177,6 @@ def run(args) -> int:
 
 
 def print_outcome(outcome, file=None) -> None:
-    from orchestrator.core.printable import terminal
-    from orchestrator.launch.summary import summary_rows
-
-    from .common import print_table
-
     file = file or sys.stdout
     print(file=file)
     print_table(summary_rows([vars(r) for r in outcome.rows]), file=file)

@@ -13,6 +13,12 @@ from pathlib import Path
 
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.errors import UserError
+from orchestrator.spec.expand import expand
+from orchestrator.spec.files import read_text
+from orchestrator.spec.overrides import Overrides, effective_text, parse_overrides
+from orchestrator.spec.paths import distinct_problems, environment_problems
+from orchestrator.spec.sweep import apply_smoke, load_sweep, sweep_data
+from orchestrator.tracking import resolve_tracking_uri
 
 
 def add_override_options(p) -> None:
@@ -39,8 +45,6 @@ def add_override_options(p) -> None:
 def overrides_of(args):
     """The command line's `--set` / `--grid` overrides (empty for a command without them);
     UserError for one that is not KEY=VALUE or names nothing a sweep file has."""
-    from orchestrator.spec.overrides import Overrides, parse_overrides
-
     sets, grids = getattr(args, "sets", None) or [], getattr(args, "grids", None) or []
     if not sets and not grids:
         return Overrides()
@@ -54,10 +58,6 @@ def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Pa
     """(spec, expansion) of a sweep file with the command line's `overrides`, or UserError listing
     every problem with the file name. Relative paths in it are relative to `base_dir`, by default
     `relative_to(path)`."""
-    from orchestrator.spec.expand import expand
-    from orchestrator.spec.paths import distinct_problems, environment_problems
-    from orchestrator.spec.sweep import apply_smoke, load_sweep
-
     where = f"{path} with {overrides.describe()}" if overrides else str(path)
     try:
         spec = load_sweep(path, base_dir=base_dir if base_dir is not None else relative_to(Path(path)), overrides=overrides)
@@ -81,10 +81,6 @@ def load_and_expand(path: str | Path, *, smoke: bool = False, base_dir: str | Pa
 def effective_file(path: str | Path, overrides, folder: Path) -> Path:
     """The sweep file a launch keeps and logs: `path` itself without overrides; with them, the
     changed file written into `folder` under the same name (`orchestrator.spec.overrides.effective_text`)."""
-    from orchestrator.spec.files import read_text
-    from orchestrator.spec.overrides import effective_text
-    from orchestrator.spec.sweep import sweep_data
-
     if not overrides:
         return Path(path)
     data = sweep_data(path, base_dir=relative_to(Path(path)), overrides=overrides)
@@ -97,8 +93,6 @@ def check_tracking_uri(uri: str | None, path: str | Path) -> None:
     """The file's `tracking.uri` checked as `plan`, `run` and `train` resolve it (one check for
     every command, `validate` too): a scheme MLflow cannot use, or a SQLite file in a folder that
     does not exist, is refused naming the file and the field. Nothing is contacted."""
-    from orchestrator.tracking import resolve_tracking_uri
-
     if uri is None:
         return
     try:

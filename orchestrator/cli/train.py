@@ -13,15 +13,24 @@ import shutil
 import sys
 from pathlib import Path
 
+from gatedmodels.typedconfig import ConfigError
+from orchestrator import storage
 from orchestrator.core.errors import UserError
+from orchestrator.launch.preflight import check_hub, check_tracking_uri
+from orchestrator.launch.preflight_storage import runs_location
+from orchestrator.spec.paths import environment_problems, resolve_paths
+from orchestrator.spec.trial import TrialConfig, apply_overrides, experiment_problem
+from orchestrator.storage.scratch import scratch_for
 
+from .commands import COMMAND_TABLE
 from .common import config_error, load_yaml, print_table, tracking_uri, writable_dir
+from .sweepfile import check_tracking_uri as check_file_tracking_uri
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "train",
-        help="train one trial (DeepSpeed, no Ray) and log it to MLflow",
+        help=COMMAND_TABLE["train"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -55,10 +64,6 @@ def load_trial_config(path: str, overrides: list[str]):
     """The validated trial config of a file and its --set overrides, its local paths absolute
     (the file's against its folder, the overrides' against the working directory), checked
     against this machine; UserError naming the file and field otherwise."""
-    from gatedmodels.typedconfig import ConfigError
-    from orchestrator.spec.paths import environment_problems, resolve_paths
-    from orchestrator.spec.trial import TrialConfig, apply_overrides
-
     data = resolve_paths(load_yaml(path), Path(path).expanduser().absolute().parent)
     try:
         apply_overrides(data, overrides, folder=Path.cwd())
@@ -68,9 +73,7 @@ def load_trial_config(path: str, overrides: list[str]):
     issues = environment_problems(cfg)
     if issues:
         raise config_error(ConfigError(issues), path)
-    from .sweepfile import check_tracking_uri
-
-    check_tracking_uri(cfg.tracking.uri, path)
+    check_file_tracking_uri(cfg.tracking.uri, path)
     return cfg
 
 
@@ -89,15 +92,9 @@ def _read_meta(path: Path, *, fresh: bool) -> dict:
 
 
 def run(args) -> int:
-
     cfg = load_trial_config(args.config, args.overrides)
-    from orchestrator.launch.preflight import check_hub, check_tracking_uri
-    from orchestrator.spec.trial import experiment_problem
-
     if args.experiment is not None and experiment_problem(args.experiment):
         raise UserError(f"--experiment: {experiment_problem(args.experiment)}")
-    from orchestrator.launch.preflight_storage import runs_location
-
     root = runs_location(args.runs_dir)  # a URI no store backs, or a store that cannot be used: one line, nothing written
     uri = tracking_uri(args.tracking_uri, cfg.tracking.uri)
     check_hub([cfg], source=args.config)  # before anything is written
@@ -105,8 +102,6 @@ def run(args) -> int:
     where = root.child(f"train-{cfg.config_hash()}")
     remote = where if where.remote else None
     if remote is not None:  # the store is the truth; the trial works in this machine's scratch folder
-        from orchestrator.storage.scratch import scratch_for
-
         run_dir = scratch_for(remote, "train", remote.name)
         _fetch_meta(remote, run_dir)
     else:
@@ -131,7 +126,7 @@ def run(args) -> int:
     elif args.resume:
         raise UserError(f"nothing to resume: no previous trial of this config in {where}")
 
-    from orchestrator.trial.run import TrialContext, TrialFailed, run_trial
+    from orchestrator.trial.run import FINAL_METRICS, TrialContext, TrialFailed, run_trial  # lazy: imports torch and matplotlib
 
     writable_dir(run_dir, "--runs-dir" if remote is None else "GATESWEEP_SCRATCH")
 
@@ -150,8 +145,6 @@ def run(args) -> int:
     except TrialFailed as err:
         print(f"gatesweep: trial failed: {err.reason}" + (f" (MLflow run {err.run_id})" if err.run_id else ""), file=sys.stderr)
         return 1
-    from orchestrator.trial.run import FINAL_METRICS
-
     row = {k: result.metrics.get(k) for k in FINAL_METRICS if k in result.metrics}
     for k in ("bbc/trigger_loss", "bbc/copy_acc", "bbc/optimal_loss"):
         if k in result.metrics:
@@ -171,8 +164,6 @@ MAX_META_BYTES = 1 << 20
 def _fetch_meta(remote, run_dir: Path) -> None:
     """The remote trial's run.json into the scratch folder (a stale local copy removed when the
     store has none), so the checks below read what the store says."""
-    from orchestrator import storage
-
     local = run_dir / "run.json"
     local.unlink(missing_ok=True)
     try:

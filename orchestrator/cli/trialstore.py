@@ -19,6 +19,8 @@ from pathlib import Path
 
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.errors import UserError
+from orchestrator.tracking import file_store_path, redact_uri, resolve_tracking_uri, sqlite_path
+from orchestrator.tracking.failures import store_failure, unreachable
 
 from .common import tracking_uri
 
@@ -44,8 +46,6 @@ def recorded_store(model_path: Path | None) -> str | None:
 
 def store_missing(uri: str) -> str | None:
     """Why a local store cannot be logged into without creating it (None when it exists, or is remote)."""
-    from orchestrator.tracking import file_store_path, sqlite_path
-
     db, folder = sqlite_path(uri), file_store_path(uri)
     if db is not None and not db.is_file():
         return f"no store at {db}"
@@ -58,9 +58,6 @@ def logging_store(explicit: str | None, model_path: Path | None) -> tuple[str | 
     """(the store to log into, "") or (None, why there is none usable): `explicit` (an already
     resolved --tracking-uri), else the trial's recorded store, else MLFLOW_TRACKING_URI or
     ./mlflow.db. A missing local store or a silent server is only a reason not to log."""
-    from orchestrator.tracking import redact_uri, resolve_tracking_uri
-    from orchestrator.tracking.failures import unreachable
-
     uri = explicit or recorded_store(model_path) or ""
     try:
         uri = resolve_tracking_uri(uri or None)
@@ -81,8 +78,6 @@ def explicit_store(flag: str | None) -> str | None:
 def log_step(what: str, do: Callable[[], str], later: str) -> bool:
     """Run the logging step `do` (it returns what it logged, for the line printed); on any failure,
     one warning naming `what` was not logged, why, and the command `later` that does it. True when logged."""
-    from orchestrator.tracking.failures import store_failure
-
     try:
         print(do())
         return True

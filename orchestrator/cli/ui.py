@@ -23,9 +23,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from dashboards.store import StoreError, check_store, experiment_ids, find_parent, open_client, sweep_parents
 from orchestrator.core.errors import UserError
 
+from ..tracking import artifacts_folder, names, redact_uri, scheme_of, search_all, views
+from .commands import COMMAND_TABLE
 from .common import tracking_uri
 
 HOST = "127.0.0.1"
@@ -64,7 +68,7 @@ the loopback one: `gatesweep ui` sets the server's options itself and removes th
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "ui",
-        help="start the MLflow UI on 127.0.0.1 over the sweep store",
+        help=COMMAND_TABLE["ui"].help,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -84,8 +88,6 @@ def port_free(port: int) -> bool:
 
 
 def server_command(uri: str, port: int) -> list[str]:
-    from ..tracking import artifacts_folder
-
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", HOST, "--port", str(port), "--workers", "1"]
     if not has_password(uri):  # else the URI goes in the server's environment: a command line is public (ps)
         cmd[4:4] = ["--backend-store-uri", uri]
@@ -96,8 +98,6 @@ def server_command(uri: str, port: int) -> list[str]:
 
 
 def has_password(uri: str) -> bool:
-    from urllib.parse import urlsplit
-
     try:
         return urlsplit(uri).password is not None
     except ValueError:
@@ -148,8 +148,6 @@ def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 def sweep_links(uri: str, sweep: str | None) -> list[tuple[str, str, str]]:
     """(label, experiment id, parent run id) of the named sweep, or of the newest few sweeps;
     each sweep's experiment marked as model training and its saved view in place."""
-    from dashboards.store import experiment_ids, find_parent, open_client, sweep_parents
-
     cl = open_client(uri)
     if sweep:
         run, _ = find_parent(cl, sweep)
@@ -164,8 +162,6 @@ def sweep_links(uri: str, sweep: str | None) -> list[tuple[str, str, str]]:
 def ensure_view(cl, sweep: str, parent) -> None:
     """Mark the sweep's experiment as model training and give it the sweep's saved view when it
     has none (sweeps launched before gatesweep wrote them); a store that refuses is left as is."""
-    from ..tracking import names, search_all, views
-
     exp_id = parent.info.experiment_id
     try:
         exp = cl.get_experiment(exp_id)
@@ -192,8 +188,6 @@ def ensure_view(cl, sweep: str, parent) -> None:
 
 def print_links(base: str, links: list[tuple[str, str, str]]) -> None:
     """Per sweep: its runs table and its parent run's comparison report."""
-    from ..tracking import names, views
-
     for name, exp_id, run_id in links:
         print(f"  sweep {name}, runs table: {views.runs_url(base, exp_id, name)}", flush=True)
         print(f"    parent run, comparison report: {views.run_url(base, exp_id, run_id, f'{names.REPORT_DIR}/report.html')}", flush=True)
@@ -202,10 +196,6 @@ def print_links(base: str, links: list[tuple[str, str, str]]) -> None:
 
 
 def run(args) -> int:
-    from dashboards.store import StoreError, check_store
-
-    from ..tracking import redact_uri, scheme_of
-
     if not 1 <= args.port <= 65535:
         raise UserError(f"--port: got {args.port}; allowed: 1..65535")
     uri = tracking_uri(args.tracking_uri)  # a server that does not answer is an error here, in one line

@@ -13,21 +13,20 @@ import sys
 
 from orchestrator.core.errors import UserError
 
+from .commands import COMMAND_TABLE
 from .common import load_yaml
-from .sweepfile import add_override_options
+from .sweepfile import add_override_options, is_sweep_file, load_and_expand, overrides_of
+from .train import load_trial_config
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("validate", help="check sweep or trial files without launching anything", description=__doc__)
+    p = sub.add_parser("validate", help=COMMAND_TABLE["validate"].help, description=__doc__)
     p.add_argument("files", nargs="+", help="sweep files (or trial config files)")
     add_override_options(p)
     return p
 
 
 def run(args) -> int:
-    from .sweepfile import is_sweep_file, load_and_expand, overrides_of
-    from .train import load_trial_config
-
     overrides = overrides_of(args)
     bad = 0
     for path in args.files:

@@ -30,7 +30,7 @@ def test_a_signal_while_the_report_is_built_exits_130_with_the_parent_closed(tra
         os.kill(os.getpid(), signal.SIGTERM)  # arrives while the report is being built
         raise AssertionError("SIGTERM should have stopped the report")
 
-    monkeypatch.setattr("dashboards.publish.publish", slow_report)
+    monkeypatch.setattr(run_cmd, "publish", slow_report)
     before = signal.getsignal(signal.SIGTERM)
     assert run_cmd.publish_report("qs", tracking_uri, outcome, tmp_path / "report") is False
     err = capsys.readouterr().err

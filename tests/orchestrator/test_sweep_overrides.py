@@ -143,7 +143,6 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
     """Issue 35: `gatesweep report NAME` writes where the end of the sweep did (runs/sweeps/NAME/report)
     when the sweep ran from here, and the end of a sweep says it is building the report before
     the seconds it takes."""
-    import sys
     from types import SimpleNamespace
 
     from orchestrator.cli import report as report_cli
@@ -162,7 +161,7 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
         said.append(capsys.readouterr().out)  # what was printed before the report's seconds began
         return SimpleNamespace(report_dir=out, error="")
 
-    monkeypatch.setitem(sys.modules, "dashboards.publish", SimpleNamespace(publish=publish))
+    monkeypatch.setattr(run_cli, "publish", publish)
     outcome = SimpleNamespace(parent_run_id="p", parent_status="FINISHED", report_dir=None, report_error="")
     assert run_cli.publish_report("qs", "sqlite:///x.db", outcome, tmp_path / "r")
     assert said and said[0].startswith("building the report of sweep qs")
