@@ -22,11 +22,7 @@ ALLOWED: dict[str, int] = {
     "orchestrator/launch/launcher.py:Launcher.run": 86,
     "orchestrator/launch/runs.py:SweepRuns": 189,
     "orchestrator/spec/sweep.py:SweepSpec": 155,
-    "orchestrator/storage/location.py:Location": 151,
     "orchestrator/cli/eval.py:run": 81,
-    "orchestrator/interop/hf_layouts/from_hf.py:config_from_hf": 89,
-    "orchestrator/interop/hf_layouts/from_hf.py:state_from_hf": 91,
-    "orchestrator/interop/hf_layouts/to_hf.py:to_hf": 134,
 }
 
 
