@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from orchestrator.evals.suite import run_benchmarks
+from orchestrator.evals import suite
 from orchestrator.trial.callbacks.base import Callback
 
 
@@ -23,7 +23,7 @@ class Benchmarks(Callback):
 
     def collect_final(self, metrics: dict) -> None:
         t0 = time.perf_counter()
-        res = run_benchmarks(
+        res = suite.run_benchmarks(
             self.model, getattr(self.data, "tokenizer", None), self.cfg, device=self.device, which=self.which, progress=self.progress
         )
         res["eval_time_s/benchmarks"] = time.perf_counter() - t0
