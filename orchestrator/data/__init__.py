@@ -26,10 +26,10 @@ _LAZY = {"BigramBackcopy": "bigram_backcopy", "TextData": "text", "build_text_da
 def build_trial_data(cfg, seed: int):
     """`cfg` is a `DataConfig`."""
     if cfg.source == "bigram-backcopy":
-        from .bigram_backcopy import BigramBackcopy
+        from .bigram_backcopy import BigramBackcopy  # lazy: torch (config validation loads this package)
 
         return BigramBackcopy(cfg.bigram, cfg.seq_len, seed)
-    from .text import build_text_data
+    from .text import build_text_data  # lazy: torch (config validation loads this package)
 
     return build_text_data(cfg, seed)
 

@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import storage
-from .sources import load_shakespeare
+from .sources import load_shakespeare, package_dir
+from .tokenizers import cache_dir
 
 VAL_STREAM = 1_000_003  # RNG stream of the held-out sequences, disjoint from training steps
 
@@ -135,9 +136,6 @@ def shakespeare_bigrams(vocab: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     Shakespeare corpus: (table (V, V) row-stochastic, marginal (V,), characters by frequency)."""
     if vocab in _SHAKESPEARE_CACHE:
         return _SHAKESPEARE_CACHE[vocab]
-    from .sources import package_dir
-    from .tokenizers import cache_dir
-
     root = package_dir("shksprdata")
     disk = cache_dir("bigram") / f"shakespeare-v{vocab}-{hashlib.sha256(str(root).encode()).hexdigest()[:12]}.npz"
     if disk.exists():

@@ -18,6 +18,7 @@ import numpy as np
 from .. import storage
 from ..storage import BadLocation, Location
 from ..storage.scratch import scratch_root
+from . import mirror
 from .sources import DataUnavailable, package_dir
 
 BOS_CANDIDATES = ("<bos>", "<s>", "<|endoftext|>", "<|begin_of_text|>", "[BOS]", "<|bos|>")
@@ -190,9 +191,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> 
     remote = remote_cache("tokenizers")
     remote_entry = remote.child(path.stem) if remote is not None else None
     if not path.exists() and remote_entry is not None:
-        from .mirror import fetch_file
-
-        fetch_file(remote_entry, path)  # a tokenizer another node trained and published
+        mirror.fetch_file(remote_entry, path)  # a tokenizer another node trained and published
     if path.exists():
         try:
             return _wrap(f"bpe:{vocab_size}", HFTokenizer.from_file(str(path)))
@@ -207,9 +206,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, key: str | None = None) -> 
     hf.train_from_iterator(texts, trainer=trainer)
     storage.write_text(path, hf.to_str(pretty=True))  # atomic: concurrent trials never read a half-written file
     if remote_entry is not None:
-        from .mirror import publish
-
-        publish(path, remote_entry)  # files first, manifest last: other nodes download it
+        mirror.publish(path, remote_entry)  # files first, manifest last: other nodes download it
     return _wrap(f"bpe:{vocab_size}", hf)
 
 

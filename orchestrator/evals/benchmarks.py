@@ -21,8 +21,10 @@ from gatedmodels import RopeConfig, rope_override
 
 from ..data.text import heldout_windows
 from .evalcache import cached, weights_hash
+from .harness import run_tasks  # lm-evaluation-harness itself loads only when tasks run (harness imports it lazily)
 from .heldout import perplexity
 from .length import extended_rope, length_metrics
+from .ruler import min_length, run_ruler
 
 HARNESS_VERSION = "lm-eval-0.4.13"
 
@@ -74,7 +76,6 @@ def run_harness(b: Bench) -> dict[str, float]:
     t = b.trial_cfg.eval.tasks
     if not t.names:
         return {}
-    from .harness import run_tasks  # lm-evaluation-harness: imported only when tasks run
 
     def do_tasks() -> dict[str, float]:
         return run_tasks(
@@ -90,8 +91,6 @@ def run_harness(b: Bench) -> dict[str, float]:
 
 def run_ruler_suite(b: Bench) -> dict[str, float]:
     """The RULER-style suite (`eval.ruler`) at each length whose prompts fit, cached per length."""
-    from .ruler import run_ruler
-
     r_cfg, tokenizer, train_len = b.trial_cfg.eval.ruler, b.tokenizer, b.trial_cfg.data.seq_len
     out: dict[str, float] = {}
     t_all = 0.0
@@ -190,8 +189,6 @@ _MIN_LENGTH: dict[tuple[str, str], int] = {}
 
 def ruler_min_length(task: str, tokenizer) -> int:
     """Shortest context at which RULER's prompt for `task` fits with this tokenizer."""
-    from .ruler import min_length
-
     key = (task, tokenizer.fingerprint())
     if key not in _MIN_LENGTH:
         _MIN_LENGTH[key] = min_length(task, tokenizer)

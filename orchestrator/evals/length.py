@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 from gatedmodels import RopeConfig, rope_override
+from orchestrator.data import DataUnavailable, build_trial_data
 
 from .heldout import perplexity
 
@@ -35,8 +36,6 @@ def extended_rope(extend: str, length: int, train_len: int, rope: RopeConfig, ba
 @torch.no_grad()
 def length_metrics(model, trial_cfg, *, device, progress: Callable[[str], None] | None = None) -> dict[str, float]:
     """`eval.length` of `trial_cfg` on `model` (an unwrapped GatedTransformer, restored as it was)."""
-    from orchestrator.data import DataUnavailable, build_trial_data
-
     ev = trial_cfg.eval.length
     train_len = trial_cfg.data.seq_len
     rope = trial_cfg.model.rope

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.sources import load_shakespeare
 from .ruler_words import ADJECTIVES, NOUNS, WORDS
 
 TASKS: tuple[str, ...] = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe")
@@ -65,8 +66,7 @@ FWE_WORD_LEN = 6
 
 
 def _essay_words() -> tuple[str, ...]:
-    from ..data.sources import load_shakespeare  # raises DataUnavailable when the package is missing
-
+    """The installed Shakespeare corpus as words (DataUnavailable when its package is missing)."""
     return tuple(re.sub(r"\s+", " ", " ".join(load_shakespeare())).strip().split(" "))
 
 

@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+from orchestrator import __version__
+from orchestrator.tracking import RunLogger, names
+
 from . import hf_layouts
 from .errors import InteropError
 from .locate import GATESWEEP_CONFIG, META_KEY, Loaded, load_gatesweep_export, load_hf, stored_dtype
@@ -102,8 +105,6 @@ def export(
 
 
 def _write_hf(loaded: Loaded, out: Path, layout: str, dtype: torch.dtype, tok, seq_len: int) -> list[Path]:
-    from orchestrator import __version__
-
     cfg = loaded.model_cfg
     files = []
     ids: dict[str, int | None] = {}
@@ -152,8 +153,6 @@ def _verify(loaded: Loaded, out: Path, layout: str | None, dtype: torch.dtype) -
 def log_export(exported: Exported, uri: str, run_id: str) -> str:
     """Log the export's files into the trial's run under export/<format>/ (weights above the
     artifact limit stay on disk; a tag says where)."""
-    from orchestrator.tracking import RunLogger, names
-
     where = f"{EXPORT_ARTIFACT_DIR}/{exported.fmt}"
     tags = {EXPORT_TAG_PREFIX + exported.fmt: str(exported.out)}
     try:

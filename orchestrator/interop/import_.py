@@ -21,6 +21,9 @@ from typing import Any
 
 import torch
 
+from gatedmodels.typedconfig import ConfigError
+from orchestrator.spec.trial import TrialConfig
+
 from . import hf_layouts
 from .errors import InteropError
 from .locate import GATESWEEP_CONFIG, IMPORT_META, Loaded, stored_dtype
@@ -51,9 +54,6 @@ def import_model(
     force: bool = False,
 ) -> Imported:
     import yaml
-
-    from gatedmodels.typedconfig import ConfigError
-    from orchestrator.spec.trial import TrialConfig
 
     if loaded.kind == "trial":
         raise InteropError(f"{loaded.path}: already a gatesweep model (export, eval and probe take it as it is)")

@@ -24,14 +24,19 @@ from typing import Any
 
 import torch
 
-from gatedmodels import ModelConfig
+from gatedmodels import GatedTransformer, ModelConfig, build_meta
 from gatedmodels.typedconfig import ConfigError
 from orchestrator.core.bounds import MAX_LEN
 from orchestrator.core.errors import UserError
+from orchestrator.data import DataUnavailable
+from orchestrator.data.prepare import DataSettings, resolve_tokenizer
+from orchestrator.data.sources import ONLINE_ENV, online
 from orchestrator.spec.files import load_yaml, read_text
+from orchestrator.spec.trial import TrialConfig
 from orchestrator.storage import BadLocation, Location
 from orchestrator.storage.location import is_remote
 from orchestrator.storage.scratch import scratch_for
+from orchestrator.tracking import client, names, resolve_tracking_uri, sqlite_path
 
 from . import hf_layouts
 from .errors import InteropError
@@ -75,9 +80,6 @@ class Loaded:
         if self.trial is not None and self.kind == "trial":
             if self.trial.data.source == "bigram-backcopy":
                 return None
-            from orchestrator.data import DataUnavailable
-            from orchestrator.data.prepare import DataSettings, resolve_tokenizer
-
             try:
                 return resolve_tokenizer(DataSettings.of(self.trial.data))
             except DataUnavailable as err:
@@ -125,8 +127,6 @@ def locate(target: str, uri: str | None = None) -> Loaded:
 
 
 def _run_weights(run_id: str, uri: str | None) -> Path:
-    from orchestrator.tracking import client, names, resolve_tracking_uri, sqlite_path
-
     uri = uri or resolve_tracking_uri(None)
     db = sqlite_path(uri)
     if db is not None and not db.is_file():  # MLflow would create an empty store and then not find the run
@@ -146,8 +146,6 @@ def _run_weights(run_id: str, uri: str | None) -> Path:
 def _remote_weights(run_id: str, run_dir: str) -> Path:
     """A trial of a runs folder on an object store: its model.pt and run.json downloaded into this
     machine's scratch folder (fetched again only when the stored object's size changed)."""
-    from orchestrator.tracking import names
-
     try:
         remote = Location.parse(run_dir)
     except BadLocation as err:
@@ -169,8 +167,6 @@ def _remote_weights(run_id: str, run_dir: str) -> Path:
 
 
 def hub_folder(name: str) -> Path:
-    from orchestrator.data.sources import ONLINE_ENV, online
-
     if not online():
         raise InteropError(f"{name}: no such local folder, and a Hub name needs {ONLINE_ENV}=1 (the Hub is off by default)")
     from huggingface_hub import snapshot_download
@@ -192,8 +188,6 @@ def _trial_config(data: Any, where: str, notes: list[str]) -> tuple[Any, ModelCo
     """(TrialConfig or None, ModelConfig). A trial config that no longer validates here (its
     corpus or tokenizer file lives on another machine) still gives its model: weights travel,
     data paths need not."""
-    from orchestrator.spec.trial import TrialConfig
-
     if not isinstance(data, dict):
         raise InteropError(f"{where}: its config is not a mapping")
     if isinstance(data.get("eval"), dict):
@@ -234,8 +228,6 @@ def load_trial(model_pt: Path, run_id: str | None = None) -> Loaded:
 
 def _max_numel(cfg: ModelConfig) -> int:
     """No tensor of a model can have more elements than the whole model."""
-    from gatedmodels import build_meta
-
     return build_meta(cfg).num_params()
 
 
@@ -278,8 +270,6 @@ def _weights_run(model_pt: Path, trained_under: Any, asked: str | None, notes: l
 def check_state(cfg: ModelConfig, state: dict[str, torch.Tensor], where: str) -> None:
     """The state dict has exactly the tensors (and shapes) `cfg`'s GatedTransformer has, each
     floating point (an integer or boolean tensor would be cast silently into the parameters)."""
-    from gatedmodels import build_meta
-
     expected = {k: tuple(v.shape) for k, v in build_meta(cfg).state_dict().items()}
     missing = sorted(set(expected) - set(state))
     extra = sorted(set(state) - set(expected))
@@ -380,8 +370,6 @@ def load_gatesweep_export(folder: Path) -> Loaded:
 
 def build_model(loaded: Loaded, dtype: torch.dtype | None = None, device: torch.device | str = "cpu"):
     """The GatedTransformer of `loaded` with its weights, in `dtype` (default: as stored)."""
-    from gatedmodels import GatedTransformer
-
     model = GatedTransformer(loaded.model_cfg)
     model.load_state_dict(loaded.state)  # copies into the float32 parameters, whatever the stored dtype
     model.to(dtype or stored_dtype(loaded.state))

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import InteropError
+from .weights_files import metadata
 
 EXPORT_FILES = frozenset(
     {
@@ -71,8 +72,6 @@ def written_by_gatesweep(folder: Path) -> str | None:
 
 
 def _gatesweep_weights(path: Path) -> bool:
-    from .weights_files import metadata
-
     try:
         return metadata(path).get("format") == "gatesweep"
     except InteropError:

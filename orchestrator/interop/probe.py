@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from gatedmodels import gate_histogram, gate_range, massive_activations
+from orchestrator import plots
 from orchestrator.evals.heldout import Perplexity
 from orchestrator.evals.probe_metrics import FIRST_TOKEN_ATTN_UNIFORM, GATE_SCORE_MEAN, loss_metrics, probe_metrics
 
@@ -131,8 +132,6 @@ def run_probe(model, seqs: torch.Tensor, token_bytes, *, sink_eps: float = 0.3, 
 def write_plots(report: ProbeReport, out: Path, label: str) -> list[Path]:
     """attention_map.png (the most sink-like head of up to 6 layers, first to last),
     first_token_attn.png (per layer), gate_hist.png (gated models)."""
-    from orchestrator import plots
-
     n = len(report.attn_maps)
     picks = sorted({round(i * (n - 1) / (MAX_MAP_PANELS - 1)) for i in range(MAX_MAP_PANELS)}) if n > MAX_MAP_PANELS else list(range(n))
     panels = [(f"layer {layer}, head {head}", m) for layer, head, m in (report.attn_maps[i] for i in picks)]

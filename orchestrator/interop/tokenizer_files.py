@@ -21,6 +21,8 @@ from pathlib import Path
 
 from orchestrator import storage
 from orchestrator.core.errors import UserError
+from orchestrator.data import DataUnavailable
+from orchestrator.data.tokenizers import build_tokenizer, cache_dir
 from orchestrator.spec.files import read_text
 
 from .errors import InteropError
@@ -109,9 +111,6 @@ def copy_for_gatesweep(source: Path, dest: Path | None = None):
     Without `dest` the copy goes to the cache, named by its content: a stable name, so corpora
     tokenized with it are cached across runs (`orchestrator.data.prepare` keys them by name)."""
     import hashlib
-
-    from orchestrator.data import DataUnavailable
-    from orchestrator.data.tokenizers import build_tokenizer, cache_dir
 
     try:
         text = read_text(source, what="tokenizer.json", max_bytes=MAX_TOKENIZER_BYTES)  # a regular file of bounded size

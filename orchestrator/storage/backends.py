@@ -10,7 +10,7 @@ import contextlib
 import errno
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
@@ -232,3 +232,13 @@ class ArrowBackend:
             self.fs.delete_dir(path)
         elif kind == "file":
             self.fs.delete_file(path)
+
+
+Backend = LocalBackend | S3Backend | ArrowBackend
+_BY_SCHEME: dict[str, Callable[[str], Backend]] = {"file": lambda uri: LocalBackend(), "s3": lambda uri: S3Backend()}
+
+
+def backend_for(scheme: str, uri: str) -> Backend:
+    """The file system of a location of `scheme` (`file` for a local one): the local disk, S3
+    through boto3, and every other store through pyarrow."""
+    return _BY_SCHEME.get(scheme, ArrowBackend)(uri)

@@ -3,7 +3,8 @@
 `Location.parse("runs")`, `Location.parse("/shared/runs")`, `Location.parse("s3://bucket/prefix")`
 (and the other stores pyarrow opens: gs://, abfs://, hdfs://) give the same operations: `child`,
 `exists`, `read_bytes` / `write_bytes` (and the text and JSON forms), `list`, `files`,
-`delete_tree`, `upload` / `download` of a local file or folder, `open_read` for a stream.
+`delete_tree`, `upload` / `download` of a local file or folder (the module's functions of the
+same names, which the methods call), `open_read` for a stream.
 
 `parse` is the edge where a user's text becomes a location: what looks like a URI but is none a
 store backs (`s3:/b/p`, `s3a://b/p`, `s3:b/p`, `gcs:/b`, `scheme:rest`, an empty bucket, a `..`
@@ -29,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from . import atomic
-from .backends import ArrowBackend, LocalBackend, S3Backend
+from .backends import Backend, LocalBackend, backend_for
 from .errors import BadLocation
 from .names import confined, safe_relpath
 
@@ -134,12 +135,8 @@ class Location:
         return self.uri
 
     # ---- the file system ------------------------------------------------------------------------
-    def _fs(self) -> LocalBackend | S3Backend | ArrowBackend:
-        if not self.remote:
-            return LocalBackend()
-        if self.scheme == "s3":
-            return S3Backend()
-        return ArrowBackend(self.uri)
+    def _fs(self) -> Backend:
+        return backend_for(self.scheme, self.uri)
 
     def exists(self) -> bool:
         return self._fs().info(self.path)[0] != "none"
@@ -202,40 +199,52 @@ class Location:
         """Remove this folder and everything under it (nothing when it is absent)."""
         self._fs().delete_tree(self.path)
 
-    # ---- copying between here and a local folder ------------------------------------------------
+    # ---- copying between here and a local folder (the module's functions below) ----------------
     def upload(self, source: Path, *, skip: tuple[str, ...] = ()) -> list[str]:
-        """Copy a local file to this object, or a local folder's files under this folder (the
-        relative paths copied, sorted; names in `skip` are left out, to be written last)."""
-        source, fs = Path(source), self._fs()
-        if source.is_file():
-            fs.put_file(source, self.path)
-            return [source.name]
-        done = []
-        for rel in LocalBackend().files(str(source)):
-            if rel not in skip:
-                fs.put_file(source / rel, self.child(rel).path)
-                done.append(rel)
-        return done
+        return upload(source, self, skip=skip)
 
     def download(self, target: Path) -> list[str]:
-        """Copy this object to the local file `target`, or this folder's files under the local
-        folder `target` (each written atomically; a listed name that would leave `target` is
-        `UnsafeName`, before it is written); the relative paths copied."""
-        target = Path(target)
-        if self.is_file():
-            self.copy_to(target)
-            return [target.name]
-        done = []
-        for rel in self.files():
-            self.child(rel).copy_to(confined(target, rel, self.uri))
-            done.append(rel)
-        return done
+        return download(self, target)
 
     def copy_to(self, dest: Path) -> None:
-        """This file or object into the local file `dest`, whole or not at all."""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with self.open_read() as src:
-            atomic.write_stream(dest, lambda fh: _pump(src, fh))
+        copy_to(self, dest)
+
+
+def upload(source: Path, dest: Location, *, skip: tuple[str, ...] = ()) -> list[str]:
+    """Copy a local file to the object `dest`, or a local folder's files under the folder `dest`
+    (the relative paths copied, sorted; names in `skip` are left out, to be written last)."""
+    source, fs = Path(source), dest._fs()
+    if source.is_file():
+        fs.put_file(source, dest.path)
+        return [source.name]
+    done = []
+    for rel in LocalBackend().files(str(source)):
+        if rel not in skip:
+            fs.put_file(source / rel, dest.child(rel).path)
+            done.append(rel)
+    return done
+
+
+def download(src: Location, target: Path) -> list[str]:
+    """Copy the object `src` to the local file `target`, or the folder `src`'s files under the
+    local folder `target` (each written atomically; a listed name that would leave `target` is
+    `UnsafeName`, before it is written); the relative paths copied."""
+    target = Path(target)
+    if src.is_file():
+        copy_to(src, target)
+        return [target.name]
+    done = []
+    for rel in src.files():
+        copy_to(src.child(rel), confined(target, rel, src.uri))
+        done.append(rel)
+    return done
+
+
+def copy_to(src: Location, dest: Path) -> None:
+    """The file or object `src` into the local file `dest`, whole or not at all."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with src.open_read() as fh:
+        atomic.write_stream(dest, lambda out: _pump(fh, out))
 
 
 def _pump(src, dst, chunk: int = 8 << 20) -> None:

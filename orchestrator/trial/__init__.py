@@ -14,7 +14,7 @@ __all__ = list(_FROM_RUN)
 
 def __getattr__(name: str):
     if name in _FROM_RUN:
-        from orchestrator.trial import run
+        from orchestrator.trial import run  # lazy: torch, DeepSpeed and MLflow load on first use (the docstring)
 
         return getattr(run, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

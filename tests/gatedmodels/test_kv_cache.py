@@ -16,6 +16,7 @@ from gatedmodels.attention_kinds import AttentionKind, Softmax
 from gatedmodels.config import ATTENTION_KINDS
 from gatedmodels.generation import generate_greedy
 from gatedmodels.kv_cache import NoCachePath
+from tests.support.models import tiny_config
 
 V = 97
 BOS = 96
@@ -202,18 +203,14 @@ def test_the_declared_cache_kinds_are_the_kinds_with_a_cache_path():
 
 
 def test_a_kind_without_a_cache_path_refuses_a_cache_instead_of_recomputing():
-    cfg = ModelConfig(
-        vocab_size=64,
-        d_model=32,
+    cfg = tiny_config(
         n_layers=1,
         n_heads=2,
         n_kv_heads=2,
         head_dim=16,
-        ffn_dim=64,
-        max_seq_len=32,
         qk_norm=False,
         attention={"kind": "mla", "mla_q_rank": 16, "mla_kv_rank": 16, "mla_rope_dim": 8},
     )
     model = GatedTransformer(cfg).eval()
     with pytest.raises(NotImplementedError, match="KV_CACHE_KINDS"):
-        model.blocks[0].attn(torch.zeros(1, 3, 32), None, object(), object())
+        model.blocks[0].attn(torch.zeros(1, 3, cfg.d_model), None, object(), object())

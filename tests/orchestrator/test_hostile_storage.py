@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.storage import UnsafeName
 from orchestrator.storage.location import Location
 from tests.services.html_endpoint import HtmlEndpoint
 from tests.support.cli import run_cli
@@ -170,11 +171,14 @@ def test_a_checkpoint_manifest_naming_a_path_outside_writes_nothing_there(name, 
 
 
 def test_a_store_listing_a_key_with_dotdot_parts_writes_nothing_outside(s3, tmp_path):
+    """S3 keys may contain '..' parts: a key `p/../../evil` listed under `p` would land outside
+    (the one place of this case: `Location.download`, under a trial's folder on the store)."""
     from orchestrator.trial import checkpoint as ckpt
 
     _, remote = checkpoints_on_the_store(tmp_path)
+    s3.client().put_object(Bucket="test-bucket", Key="runs/sweeps/ck/trials/abc/artifacts/ok.txt", Body=b"ok")
     s3.client().put_object(Bucket="test-bucket", Key="runs/sweeps/ck/trials/abc/artifacts/../../../../../LISTED.txt", Body=b"x")
-    with pytest.raises(ValueError):  # UnsafeName: the listing names a file outside the folder it lists
+    with pytest.raises(UnsafeName):  # the listing names a file outside the folder it lists
         remote.child("artifacts").download(tmp_path / "a" / "b" / "c" / "art")
     assert not list(tmp_path.rglob("LISTED.txt"))
     assert ckpt.download_latest(remote, tmp_path / "node") == "step20"  # the checkpoints themselves are fine

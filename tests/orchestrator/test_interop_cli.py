@@ -295,10 +295,10 @@ def test_missing_corrupt_and_mismatched_weights(tmp_path, capsys):
 
 
 def test_unsupported_variants_on_export_name_the_variant_and_formats(tmp_path, capsys):
-    from gatedmodels import ModelConfig
-    from tests.support.interop import BASE, gs_model, trial_folder
+    from tests.support.interop import gs_model, trial_folder
+    from tests.support.models import tiny_config
 
-    cfg = ModelConfig.from_dict({**BASE, "gate": {"position": "G2", "granularity": "headwise"}})
+    cfg = tiny_config(gate={"position": "G2", "granularity": "headwise"})
     folder = trial_folder(tmp_path / "t", gs_model(cfg, torch.float32))
     code, _, err = run_cli(capsys, "export", folder, "--out", tmp_path / "o")
     one_line_error(code, err, "G2-headwise: --format hf cannot hold this model", "formats it can take: gatesweep")
@@ -386,10 +386,10 @@ def test_the_entry_point_exits_2_without_a_traceback(tmp_path):
 
 def test_a_trial_whose_data_is_on_another_machine_still_exports(tmp_path, capsys):
     """Weights travel, data paths need not: the model section is enough, the tokenizer is asked for."""
-    from gatedmodels import ModelConfig
-    from tests.support.interop import BASE, gs_model
+    from tests.support.interop import gs_model
+    from tests.support.models import tiny_config
 
-    model = gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 257}), torch.float32)
+    model = gs_model(tiny_config(vocab_size=257), torch.float32)
     trial = {"model": model.cfg.to_dict(), "data": {"source": "/elsewhere/corpus.txt", "tokenizer": "byte"}}
     (tmp_path / "t").mkdir()
     torch.save({"model": model.state_dict(), "config": trial}, tmp_path / "t" / "model.pt")
@@ -404,10 +404,10 @@ def test_a_trial_whose_data_is_on_another_machine_still_exports(tmp_path, capsys
 
 
 def test_probe_a_bigram_backcopy_trial_on_its_own_task(tmp_path, capsys):
-    from gatedmodels import ModelConfig
-    from tests.support.interop import BASE, gs_model, trial_folder
+    from tests.support.interop import gs_model, trial_folder
+    from tests.support.models import tiny_config
 
-    folder = trial_folder(tmp_path / "t", gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 65, "n_layers": 1}), torch.float32))
+    folder = trial_folder(tmp_path / "t", gs_model(tiny_config(vocab_size=65, n_layers=1), torch.float32))
     code, stdout, err = run_cli(
         capsys, "probe", folder, "--data", "bigram-backcopy", "--sequences", 4, "--seq-len", 32, "--out", tmp_path / "p"
     )
@@ -415,7 +415,7 @@ def test_probe_a_bigram_backcopy_trial_on_its_own_task(tmp_path, capsys):
     assert "1 layer x 4 heads" in stdout and "gate scores: - (no gate)" in stdout and "first token BOS" in stdout
     report = json.loads((tmp_path / "p" / "probe.json").read_text())
     assert report["sequences"] == 4 and report["seq_len"] == 32 and report["gate_histogram"] is None
-    folder = trial_folder(tmp_path / "t2", gs_model(ModelConfig.from_dict({**BASE, "vocab_size": 70}), torch.float32))
+    folder = trial_folder(tmp_path / "t2", gs_model(tiny_config(vocab_size=70), torch.float32))
     code, _, err = run_cli(capsys, "probe", folder, "--data", "bigram-backcopy")
     one_line_error(code, err, "its 65 tokens do not match the model's vocabulary (70)")
     code, _, err = run_cli(capsys, "probe", folder, "--data", "shakespeare")

@@ -20,9 +20,7 @@ from orchestrator.interop.export import export
 from orchestrator.interop.import_ import import_model
 from orchestrator.interop.locate import build_model, load_hf, locate
 from tests.support.interop import (
-    BASE,
     TOL,
-    YARN,
     assert_same_function,
     byte_tokenizer_file,
     gs_logits,
@@ -34,6 +32,7 @@ from tests.support.interop import (
     tokens,
     trial_folder,
 )
+from tests.support.models import tiny_config
 
 SOFTPLUS = {"position": "G1", "activation": "softplus"}
 TOP1 = {"n_experts": 4, "top_k": 1, "expert_dim": 16, "aux_loss_coef": 0.01}
@@ -46,10 +45,7 @@ CASES = {
 
 
 def laguna_cfg(case: str, *, tied: bool = True, yarn: bool = False) -> ModelConfig:
-    data = {**BASE, **CASES[case], "tie_embeddings": tied}
-    if yarn:
-        data["rope"] = YARN
-    return ModelConfig.from_dict(data)
+    return tiny_config(**CASES[case], tie_embeddings=tied, yarn=yarn)
 
 
 def greedy(model, x: torch.Tensor, n: int) -> torch.Tensor:
@@ -242,7 +238,7 @@ def test_a_nonzero_score_correction_bias_is_refused(tmp_path, capsys):
     ids=["G2", "G5", "sigmoid", "shared", "no-qk-norm", "top2", "softmax1", "ungated"],
 )
 def test_export_refuses_what_laguna_cannot_express_naming_why(tmp_path, capsys, over, needles):
-    model = gs_model(ModelConfig.from_dict({**BASE, **over}), torch.float32)
+    model = gs_model(tiny_config(**over), torch.float32)
     folder = trial_folder(tmp_path / "t", model)
     capsys.readouterr()
     code = main(["export", str(folder), "--out", str(tmp_path / "o"), "--layout", "laguna", "--no-tokenizer"])

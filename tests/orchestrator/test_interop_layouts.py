@@ -12,7 +12,6 @@ import pytest
 import torch
 import transformers  # a test dependency (pyproject dev extras): these tests must not skip quietly
 
-from gatedmodels import ModelConfig
 from orchestrator.interop import InteropError, hf_layouts
 from orchestrator.interop.export import export
 from orchestrator.interop.import_ import import_model
@@ -20,7 +19,6 @@ from orchestrator.interop.locate import build_model, load_hf, locate
 from orchestrator.interop.tokenizer_files import byte_hf_tokenizer
 from orchestrator.interop.weights_files import load_file, load_folder, save_file
 from tests.support.interop import (
-    BASE,
     CROSS_FP32,
     GS_CASES,
     MOE,
@@ -38,6 +36,7 @@ from tests.support.interop import (
     tokens,
     trial_folder,
 )
+from tests.support.models import tiny_config
 
 
 # ---- gatesweep -> HF -> gatesweep ------------------------------------------------------------------
@@ -201,7 +200,7 @@ OFFICIAL_CASES = [("headwise", True), ("elementwise", True), ("headwise", False)
 def test_official_layout_matches_the_papers_attention_and_comes_back(tmp_path, monkeypatch, gate, qk_norm, dtype):
     over = {} if gate == "none" else {"gate": {"position": "G1", "granularity": gate}}
     tied = gate != "elementwise"
-    cfg = ModelConfig.from_dict({**BASE, **over, "qk_norm": qk_norm, "n_heads": 6, "n_kv_heads": 2, "tie_embeddings": tied})  # G = 3
+    cfg = tiny_config(**over, qk_norm=qk_norm, n_heads=6, n_kv_heads=2, tie_embeddings=tied)  # G = 3
     model = gs_model(cfg, dtype)
     loaded = locate(str(trial_folder(tmp_path / "t", model)))
     done = export(loaded, tmp_path / "off", "official", tokenizer=False)
@@ -267,7 +266,7 @@ def test_a_checkpoint_of_the_papers_code_imports_and_computes_the_same(tmp_path,
 def test_a_wrong_row_grouping_would_show(tmp_path, monkeypatch):
     """The official check above can fail: rows grouped head-major (gatesweep's own order) instead
     of per KV head give other logits through the paper's attention."""
-    cfg = ModelConfig.from_dict({**BASE, "gate": {"position": "G1", "granularity": "headwise"}, "n_heads": 6, "n_kv_heads": 2})
+    cfg = tiny_config(gate={"position": "G1", "granularity": "headwise"}, n_heads=6, n_kv_heads=2)
     model = gs_model(cfg, torch.float32)
     export(locate(str(trial_folder(tmp_path / "t", model))), tmp_path / "off", "official", tokenizer=False)
     tensors = load_file(tmp_path / "off" / "model.safetensors")
@@ -281,6 +280,13 @@ def test_a_wrong_row_grouping_would_show(tmp_path, monkeypatch):
 
 
 # ---- what cannot be held ------------------------------------------------------------------------------
+def test_every_layout_has_one_mapping_and_every_mapping_a_layout():
+    """to_hf and from_hf branch on no layout's name: what a layout does its own way is its
+    `MAPPINGS` entry, so a layout without one could be chosen and not written."""
+    assert set(hf_layouts.MAPPINGS) == set(hf_layouts.LAYOUTS)
+    assert [name for name, m in hf_layouts.MAPPINGS.items() if m.zero_centred] == ["qwen3_next"]
+
+
 @pytest.mark.parametrize(
     "over,fmt,expected",
     [
@@ -301,7 +307,7 @@ def test_a_wrong_row_grouping_would_show(tmp_path, monkeypatch):
     ],
 )
 def test_variants_a_format_cannot_hold_are_refused_naming_the_formats(over, fmt, expected):
-    cfg = ModelConfig.from_dict({**BASE, **over})
+    cfg = tiny_config(**over)
     with pytest.raises(InteropError) as err:
         hf_layouts.layout_for_format(cfg, fmt)
     assert expected in str(err.value) and "\n" not in str(err.value)
@@ -309,7 +315,7 @@ def test_variants_a_format_cannot_hold_are_refused_naming_the_formats(over, fmt,
 
 
 def test_gatesweep_format_round_trips_any_variant(tmp_path):
-    cfg = ModelConfig.from_dict({**BASE, "gate": {"position": "G2", "granularity": "headwise", "sharing": "head_shared"}})
+    cfg = tiny_config(gate={"position": "G2", "granularity": "headwise", "sharing": "head_shared"})
     model = gs_model(cfg, torch.bfloat16)
     done = export(locate(str(trial_folder(tmp_path / "t", model))), tmp_path / "gs", "gatesweep", tokenizer=False)
     assert done.layout is None and {p.name for p in done.files} == {"config.yaml", "model.safetensors"}
@@ -323,7 +329,7 @@ def test_aux_loss_coefficient_conversion_is_exact_with_one_layer_and_documented_
     from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
 
     for n_layers in (1, 3):
-        cfg = ModelConfig.from_dict({**BASE, "n_layers": n_layers, "moe": {**MOE, "top_k": 2}})
+        cfg = tiny_config(n_layers=n_layers, moe={**MOE, "top_k": 2})
         model = gs_model(cfg, torch.float32)
         x = tokens(n=4, T=32)
         router_logits: list[torch.Tensor] = []

@@ -12,11 +12,9 @@ import transformers
 from gatedmodels import GatedTransformer, ModelConfig
 from orchestrator.interop.tokenizer_files import byte_hf_tokenizer
 from orchestrator.spec.trial import TrialConfig
+from tests.support.models import V, tiny_config
 
-V = 320  # a padded vocabulary, as Qwen's is
-BASE = dict(vocab_size=V, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, ffn_dim=48, max_seq_len=64, init_std=0.2)
 MOE = {"n_experts": 4, "top_k": 2, "expert_dim": 16, "aux_loss_coef": 0.01}
-YARN = {"scaling": "yarn", "factor": 4.0, "original_max_len": 16, "base": 500.0}
 GS_CASES = {  # gatesweep config -> the layout --format hf must pick
     "qwen3": ({}, "qwen3"),
     "qwen3_moe": ({"moe": MOE}, "qwen3_moe"),
@@ -44,10 +42,7 @@ def assert_same_function(ours: torch.Tensor, theirs: torch.Tensor, dtype: torch.
 
 def gs_config(case: str, *, tied: bool = True, yarn: bool = False) -> ModelConfig:
     over, _ = GS_CASES[case]
-    data = {**BASE, **over, "tie_embeddings": tied}
-    if yarn:
-        data["rope"] = YARN
-    return ModelConfig.from_dict(data)
+    return tiny_config(**over, tie_embeddings=tied, yarn=yarn)
 
 
 def randomize_norms(model: torch.nn.Module, zero_centred: bool = False, seed: int = 1) -> None:

@@ -3,49 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from gatedmodels import GateConfig, ModelConfig, MoEConfig, RopeConfig
+from gatedmodels import ModelConfig, MoEConfig, RopeConfig
 from gatedmodels.typedconfig import ConfigError
 
 from ..errors import InteropError
 from . import laguna
+from .fields import Fields
+from .mappings import MAPPINGS, LayoutMapping, Read
 from .to_hf import aux_coef_from_hf
-
-
-class _Fields:
-    """Typed reads of config.json, each failure one line naming the field."""
-
-    def __init__(self, config: dict[str, Any], where: str):
-        self.c, self.where = config, where
-
-    def fail(self, key: str, text: str) -> InteropError:
-        return InteropError(f"{self.where}: {key}: {text}")
-
-    def int(self, key: str, default: int | None = None, *, low: int = 1) -> int:
-        value = self.c.get(key, default)
-        if value is None and default is None:
-            raise self.fail(key, "missing; expected an integer")
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise self.fail(key, f"got {value!r}; expected an integer >= {low}")
-        return value
-
-    def float(self, key: str, default: float | None = None) -> float:
-        value = self.c.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise self.fail(key, f"got {value!r}; expected a number")
-        return float(value)
-
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.c.get(key, default)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(key, f"got {value!r}; expected true or false")
-        return value
 
 
 def detect_layout(config: dict[str, Any], where: str) -> str:
@@ -69,7 +39,7 @@ def detect_layout(config: dict[str, Any], where: str) -> str:
     raise InteropError(f"{where}: model_type {mt!r}{arch_text} is not supported; supported: {supported}")
 
 
-def _rope_from_hf(f: _Fields, layout: str, max_positions: int) -> RopeConfig:
+def _rope_from_hf(f: Fields, layout: str, max_positions: int) -> RopeConfig:
     c = f.c
     params = c.get("rope_parameters") or {}
     if not isinstance(params, dict):
@@ -122,11 +92,6 @@ def _rope_from_hf(f: _Fields, layout: str, max_positions: int) -> RopeConfig:
     )
 
 
-def _no(f: _Fields, key: str, bad: Callable[[Any], bool], why: str) -> None:
-    if key in f.c and bad(f.c[key]):
-        raise f.fail(key, f"got {f.c[key]!r}; {why}")
-
-
 HF_DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "intermediate_size": 22016},
     "official": {"num_key_value_heads": 32, "head_dim": 128, "intermediate_size": 22016},
@@ -160,17 +125,48 @@ def config_from_hf(config: dict[str, Any], where: str, *, max_len: int) -> tuple
     layout = detect_layout(config, where)
     kv_null = "num_key_value_heads" in config and config["num_key_value_heads"] is None  # transformers: as many as query heads
     config = {**HF_DEFAULTS[layout], **{k: v for k, v in config.items() if v is not None or k not in HF_DEFAULTS[layout]}}
-    f = _Fields(config, where)
+    f = Fields(config, where)
     L = f.int("num_hidden_layers")
     H = f.int("num_attention_heads")
     K = H if kv_null else f.int("num_key_value_heads")
     D = f.int("hidden_size")
     d = f.int("head_dim", D // H if D % H == 0 else None)
+    _refuse_what_gatesweep_lacks(f, L, layout)
+    max_positions = f.int("max_position_embeddings", 32768)
+    rope = _rope_from_hf(f, layout, max_positions)
+    mapping = MAPPINGS[layout]
+    read = mapping.read(f, L, H)
+    moe = _moe_from_hf(f, mapping, read, L)
+    try:
+        cfg = ModelConfig(
+            vocab_size=f.int("vocab_size"),
+            d_model=D,
+            n_layers=L,
+            n_heads=H,
+            n_kv_heads=K,
+            head_dim=d,
+            ffn_dim=f.int("intermediate_size"),
+            max_seq_len=min(max_positions, max_len),
+            rope=rope,
+            qk_norm=read.qk_norm,
+            tie_embeddings=f.bool("tie_word_embeddings", False),
+            norm_eps=f.float("rms_norm_eps", 1e-6),
+            init_std=f.float("initializer_range", 0.02),
+            moe=moe,
+            gate=read.gate,
+        )
+    except ConfigError as err:
+        raise InteropError(f"{where}: {err}") from None
+    return cfg, layout
+
+
+def _refuse_what_gatesweep_lacks(f: Fields, L: int, layout: str) -> None:
+    """Another activation, biases, sliding windows, layers that are not full attention."""
     if f.c.get("hidden_act", "silu") != "silu":
         raise f.fail("hidden_act", f"got {f.c['hidden_act']!r}; gatesweep's FFN is SwiGLU (allowed: silu)")
-    _no(f, "attention_bias", lambda v: v is not False, "gatesweep's projections have no bias (allowed: false)")
-    _no(f, "qkv_bias", lambda v: v is not False, "gatesweep's projections have no bias (allowed: false)")
-    _no(f, "use_sliding_window", lambda v: v is not False, "gatesweep has no sliding-window attention (allowed: false)")
+    f.refuse("attention_bias", lambda v: v is not False, "gatesweep's projections have no bias (allowed: false)")
+    f.refuse("qkv_bias", lambda v: v is not False, "gatesweep's projections have no bias (allowed: false)")
+    f.refuse("use_sliding_window", lambda v: v is not False, "gatesweep has no sliding-window attention (allowed: false)")
     types = f.c.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != L:
@@ -189,61 +185,26 @@ def config_from_hf(config: dict[str, Any], where: str, *, max_len: int) -> tuple
             "layer_types",
             "missing: Qwen3-Next then mixes linear-attention layers in (every 4th is full); gatesweep imports full-attention layers only",
         )
-    max_positions = f.int("max_position_embeddings", 32768)
-    rope = _rope_from_hf(f, layout, max_positions)
-    moe = MoEConfig()
-    laguna_gate, routed = laguna.read_config(f, L, H) if layout == "laguna" else (None, layout in ("qwen3_moe", "qwen3_next"))
-    n_experts = f.c.get("num_local_experts", f.c.get("num_experts", 0)) if routed else 0
+
+
+def _moe_from_hf(f: Fields, mapping: LayoutMapping, read: Read, L: int) -> MoEConfig:
+    """The MoE config of a layout whose layers are routed (`read.routed`), else none."""
+    n_experts = f.c.get("num_local_experts", f.c.get("num_experts", 0)) if read.routed else 0
     if isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 0:
         raise f.fail("num_experts", f"got {n_experts!r}; expected an integer >= 0")
-    if n_experts:
-        _no(f, "decoder_sparse_step", lambda v: v != 1, "gatesweep's MoE models route in every layer (allowed: 1)")
-        _no(f, "mlp_only_layers", lambda v: bool(v), "gatesweep's MoE models route in every layer (allowed: [])")
-        if layout == "qwen3_next":
-            _no(f, "shared_expert_intermediate_size", lambda v: v != 0, "gatesweep's MoE has no shared expert (allowed: 0)")
-            if "shared_expert_intermediate_size" not in f.c:
-                raise f.fail(
-                    "shared_expert_intermediate_size", "missing (Qwen3-Next's default is 512); gatesweep's MoE has no shared expert"
-                )
-        top_k = f.int("num_experts_per_tok")
-        moe = MoEConfig(
-            n_experts=n_experts,
-            top_k=top_k,
-            expert_dim=f.int("moe_intermediate_size"),
-            norm_topk_prob=True if layout == "laguna" else f.bool("norm_topk_prob", False),
-            aux_loss_coef=aux_coef_from_hf(f.float("router_aux_loss_coef", 0.001), L, top_k),
-        )
-    if laguna_gate is not None:
-        gate = laguna_gate
-    elif layout == "qwen3_next":
-        gate = GateConfig(position="G1", granularity="elementwise")
-    elif layout == "official" and f.bool("headwise_attn_output_gate", False):
-        gate = GateConfig(position="G1", granularity="headwise")
-    elif layout == "official" and f.bool("elementwise_attn_output_gate", False):
-        gate = GateConfig(position="G1", granularity="elementwise")
-    else:
-        gate = GateConfig()
-    try:
-        cfg = ModelConfig(
-            vocab_size=f.int("vocab_size"),
-            d_model=D,
-            n_layers=L,
-            n_heads=H,
-            n_kv_heads=K,
-            head_dim=d,
-            ffn_dim=f.int("intermediate_size"),
-            max_seq_len=min(max_positions, max_len),
-            rope=rope,
-            qk_norm=f.bool("use_qk_norm", True) if layout == "official" else True,
-            tie_embeddings=f.bool("tie_word_embeddings", False),
-            norm_eps=f.float("rms_norm_eps", 1e-6),
-            init_std=f.float("initializer_range", 0.02),
-            moe=moe,
-            gate=gate,
-        )
-    except ConfigError as err:
-        raise InteropError(f"{where}: {err}") from None
-    return cfg, layout
+    if not n_experts:
+        return MoEConfig()
+    f.refuse("decoder_sparse_step", lambda v: v != 1, "gatesweep's MoE models route in every layer (allowed: 1)")
+    f.refuse("mlp_only_layers", lambda v: bool(v), "gatesweep's MoE models route in every layer (allowed: [])")
+    mapping.check_moe(f)
+    top_k = f.int("num_experts_per_tok")
+    return MoEConfig(
+        n_experts=n_experts,
+        top_k=top_k,
+        expert_dim=f.int("moe_intermediate_size"),
+        norm_topk_prob=read.renormalised if read.renormalised is not None else f.bool("norm_topk_prob", False),
+        aux_loss_coef=aux_coef_from_hf(f.float("router_aux_loss_coef", 0.001), L, top_k),
+    )
 
 
 def ignorable(name: str) -> bool:
@@ -252,96 +213,104 @@ def ignorable(name: str) -> bool:
     return name.startswith("mtp.") or name.endswith("rotary_emb.inv_freq")
 
 
-def state_from_hf(cfg: ModelConfig, layout: str, tensors: Mapping[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
-    """The gatesweep state dict of HF-named `tensors` (dtype kept; Qwen3-Next's zero-centred norms
-    become 1 + w in float32, which is what it computes with, so they go back exactly). Every expected tensor must be there with its shape; a
-    tensor left over is refused, naming it, so nothing the model computes with is dropped."""
-    H, K, d, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model
-    G = H // K
-    gated = cfg.gate.position != "none"
-    w = 1 if cfg.gate.granularity == "headwise" else d
-    used: set[str] = set()
-    skipped = {k for k in tensors if ignorable(k)}  # names only: `tensors` may read each one lazily
+class _Reader:
+    """HF-named tensors taken one at a time, each checked for its shape; what is left over at the
+    end is refused, naming it, so nothing the model computes with is dropped."""
 
-    def take(name: str, shape: tuple[int, ...]) -> torch.Tensor:
-        if name not in tensors or name in skipped:
-            raise InteropError(f"{where}: tensor {name} is missing (expected shape {list(shape)} for this config)")
-        t = tensors[name]
+    def __init__(self, tensors: Mapping[str, torch.Tensor], where: str, zero_centred: bool):
+        self.tensors, self.where, self.zero_centred = tensors, where, zero_centred
+        self.used: set[str] = set()
+        self.skipped = {k for k in tensors if ignorable(k)}  # names only: `tensors` may read each one lazily
+
+    def take(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        if name not in self.tensors or name in self.skipped:
+            raise InteropError(f"{self.where}: tensor {name} is missing (expected shape {list(shape)} for this config)")
+        t = self.tensors[name]
         if tuple(t.shape) != shape:
-            raise InteropError(f"{where}: tensor {name} has shape {list(t.shape)}; this config needs {list(shape)}")
-        used.add(name)
+            raise InteropError(f"{self.where}: tensor {name} has shape {list(t.shape)}; this config needs {list(shape)}")
+        self.used.add(name)
         return t
 
-    def norm(name: str, dim: int) -> torch.Tensor:
-        t = take(name, (dim,))
+    def norm(self, name: str, dim: int) -> torch.Tensor:
+        t = self.take(name, (dim,))
         # 1 + w in float32, as Qwen3-Next computes it; kept in float32 (bf16 would round 1 + w)
-        return t.float() + 1.0 if layout == "qwen3_next" else t
+        return t.float() + 1.0 if self.zero_centred else t
 
-    out = {"embed.weight": take("model.embed_tokens.weight", (cfg.vocab_size, D)), "norm.weight": norm("model.norm.weight", D)}
+    def check_all_used(self) -> None:
+        left = sorted(set(self.tensors) - self.used - self.skipped)
+        if left:
+            more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+            raise InteropError(
+                f"{self.where}: tensors this config does not use: {', '.join(left[:3])}{more} (a layout gatesweep does not know?)"
+            )
+
+
+def state_from_hf(cfg: ModelConfig, layout: str, tensors: Mapping[str, torch.Tensor], where: str) -> dict[str, torch.Tensor]:
+    """The gatesweep state dict of HF-named `tensors` (dtype kept; Qwen3-Next's zero-centred norms
+    become 1 + w in float32, which is what it computes with, so they go back exactly). Every
+    expected tensor must be there with its shape; a tensor left over is refused, naming it, so
+    nothing the model computes with is dropped."""
+    mapping = MAPPINGS[layout]
+    r = _Reader(tensors, where, mapping.zero_centred)
+    D = cfg.d_model
+    out = {"embed.weight": r.take("model.embed_tokens.weight", (cfg.vocab_size, D)), "norm.weight": r.norm("model.norm.weight", D)}
     if cfg.tie_embeddings:
         if "lm_head.weight" in tensors:  # some writers store the tied head anyway: it must be the embedding
-            head = take("lm_head.weight", (cfg.vocab_size, D))
+            head = r.take("lm_head.weight", (cfg.vocab_size, D))
             if not head.is_meta and not torch.equal(head, out["embed.weight"]):
                 raise InteropError(f"{where}: tie_word_embeddings is true but lm_head.weight differs from the embedding")
     else:
-        out["lm_head.weight"] = take("lm_head.weight", (cfg.vocab_size, D))
+        out["lm_head.weight"] = r.take("lm_head.weight", (cfg.vocab_size, D))
     for i in range(cfg.n_layers):
         src, dst = f"model.layers.{i}.", f"blocks.{i}."
-        att = src + "self_attn."
-        out[dst + "attn_norm.weight"] = norm(src + "input_layernorm.weight", D)
-        out[dst + "ffn_norm.weight"] = norm(src + "post_attention_layernorm.weight", D)
-        if layout == "qwen3_next":
-            qg = take(att + "q_proj.weight", (2 * H * d, D)).view(H, 2 * d, D)
-            q, g = qg[:, :d].reshape(H * d, D), qg[:, d:].reshape(H * d, D)
-        elif layout == "official" and gated:
-            qg = take(att + "q_proj.weight", (H * d + H * w, D)).view(K, G * d + G * w, D)
-            q, g = qg[:, : G * d].reshape(H * d, D), qg[:, G * d :].reshape(H * w, D)
-        elif layout == "laguna":
-            q, g = take(att + "q_proj.weight", (H * d, D)), take(att + "g_proj.weight", (H * w, D))
-        else:
-            q, g = take(att + "q_proj.weight", (H * d, D)), None
-        k = take(att + "k_proj.weight", (K * d, D))
-        v = take(att + "v_proj.weight", (K * d, D))
-        out[dst + "attn.wqkv.weight"] = torch.cat([q, k, v] + ([g] if g is not None else []), dim=0)
-        out[dst + "attn.wo.weight"] = take(att + "o_proj.weight", (D, H * d))
-        if cfg.qk_norm:
-            out[dst + "attn.q_norm.weight"] = norm(att + "q_norm.weight", d)
-            out[dst + "attn.k_norm.weight"] = norm(att + "k_norm.weight", d)
-        mlp = src + "mlp."
-        m = cfg.moe
-        if m.n_experts:
-            out[dst + "ffn.router.weight"] = take(mlp + "gate.weight", (m.n_experts, D))
-            E_dim = m.expert_dim
-            fused = mlp + "experts.gate_up_proj" in tensors  # transformers 5's in-memory form
-            if fused:
-                gate_up = take(mlp + "experts.gate_up_proj", (m.n_experts, 2 * E_dim, D))
-                down = take(mlp + "experts.down_proj", (m.n_experts, D, E_dim))
-            for e in range(m.n_experts):
-                ex = f"{mlp}experts.{e}."
-                if fused:
-                    w13, w2 = gate_up[e], down[e]
-                else:
-                    w13 = torch.cat([take(ex + "gate_proj.weight", (E_dim, D)), take(ex + "up_proj.weight", (E_dim, D))], dim=0)
-                    w2 = take(ex + "down_proj.weight", (D, E_dim))
-                out[f"{dst}ffn.experts.{e}.w13.weight"] = w13.contiguous()
-                out[f"{dst}ffn.experts.{e}.w2.weight"] = w2.contiguous()
-            if layout == "laguna":
-                laguna.take_moe_extras(take, tensors, mlp, cfg, where)
-            if layout == "qwen3_next":
-                for name, shape in (("gate_proj", (0, D)), ("up_proj", (0, D)), ("down_proj", (D, 0))):
-                    if mlp + f"shared_expert.{name}.weight" in tensors:
-                        take(mlp + f"shared_expert.{name}.weight", shape)
-                if mlp + "shared_expert_gate.weight" in tensors:
-                    take(mlp + "shared_expert_gate.weight", (1, D))  # gates a width-0 expert: no effect
+        out[dst + "attn_norm.weight"] = r.norm(src + "input_layernorm.weight", D)
+        out[dst + "ffn_norm.weight"] = r.norm(src + "post_attention_layernorm.weight", D)
+        out.update(_attention(cfg, mapping, r, src + "self_attn.", dst + "attn."))
+        if cfg.moe.n_experts:
+            out.update(_experts(cfg, mapping, r, src + "mlp.", dst + "ffn."))
         else:
             F = cfg.ffn_dim
-            w1, w3 = take(mlp + "gate_proj.weight", (F, D)), take(mlp + "up_proj.weight", (F, D))
+            w1, w3 = r.take(src + "mlp.gate_proj.weight", (F, D)), r.take(src + "mlp.up_proj.weight", (F, D))
             out[dst + "ffn.w13.weight"] = torch.cat([w1, w3], dim=0)
-            out[dst + "ffn.w2.weight"] = take(mlp + "down_proj.weight", (D, F))
-    left = sorted(set(tensors) - used - skipped)
-    if left:
-        more = f" and {len(left) - 3} more" if len(left) > 3 else ""
-        raise InteropError(f"{where}: tensors this config does not use: {', '.join(left[:3])}{more} (a layout gatesweep does not know?)")
+            out[dst + "ffn.w2.weight"] = r.take(src + "mlp.down_proj.weight", (D, F))
+    r.check_all_used()
+    return out
+
+
+def _attention(cfg: ModelConfig, mapping: LayoutMapping, r: _Reader, att: str, dst: str) -> dict[str, torch.Tensor]:
+    """One layer's attention: q and the gate rows as the layout holds them, k, v fused into wqkv."""
+    K, d, D = cfg.n_kv_heads, cfg.head_dim, cfg.d_model
+    q, g = mapping.q_from_hf(cfg, r.take, att)
+    k = r.take(att + "k_proj.weight", (K * d, D))
+    v = r.take(att + "v_proj.weight", (K * d, D))
+    out = {dst + "wqkv.weight": torch.cat([q, k, v] + ([g] if g is not None else []), dim=0)}
+    out[dst + "wo.weight"] = r.take(att + "o_proj.weight", (D, cfg.n_heads * d))
+    if cfg.qk_norm:
+        out[dst + "q_norm.weight"] = r.norm(att + "q_norm.weight", d)
+        out[dst + "k_norm.weight"] = r.norm(att + "k_norm.weight", d)
+    return out
+
+
+def _experts(cfg: ModelConfig, mapping: LayoutMapping, r: _Reader, mlp: str, dst: str) -> dict[str, torch.Tensor]:
+    """One MoE layer: the router and each expert's w13 / w2, from per-expert tensors or
+    transformers 5's fused in-memory form; then the layout's tensors beyond gatesweep's."""
+    m, D = cfg.moe, cfg.d_model
+    E_dim = m.expert_dim
+    out = {dst + "router.weight": r.take(mlp + "gate.weight", (m.n_experts, D))}
+    fused = mlp + "experts.gate_up_proj" in r.tensors  # transformers 5's in-memory form
+    if fused:
+        gate_up = r.take(mlp + "experts.gate_up_proj", (m.n_experts, 2 * E_dim, D))
+        down = r.take(mlp + "experts.down_proj", (m.n_experts, D, E_dim))
+    for e in range(m.n_experts):
+        ex = f"{mlp}experts.{e}."
+        if fused:
+            w13, w2 = gate_up[e], down[e]
+        else:
+            w13 = torch.cat([r.take(ex + "gate_proj.weight", (E_dim, D)), r.take(ex + "up_proj.weight", (E_dim, D))], dim=0)
+            w2 = r.take(ex + "down_proj.weight", (D, E_dim))
+        out[f"{dst}experts.{e}.w13.weight"] = w13.contiguous()
+        out[f"{dst}experts.{e}.w2.weight"] = w2.contiguous()
+    mapping.moe_from_hf(r.take, r.tensors, mlp, cfg, r.where)
     return out
 
 

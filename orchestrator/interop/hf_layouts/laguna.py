@@ -29,6 +29,7 @@ import torch
 from gatedmodels import GateConfig, ModelConfig
 
 from ..errors import InteropError
+from .fields import Fields
 
 GATING = {"headwise": "per-head", "elementwise": "per-element"}
 DEFAULTS: dict[str, Any] = {
@@ -98,23 +99,21 @@ def config_fields(cfg: ModelConfig, config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def layer_tensors(cfg: ModelConfig, i: int, g: torch.Tensor, cast: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype) -> dict:
-    """Layer i's Laguna-only tensors: g_proj, and for MoE the zero score-correction bias and the
+def moe_tensors(cfg: ModelConfig, mlp: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """An MoE layer's Laguna-only tensors under `mlp`: the zero score-correction bias and the
     width-0 shared expert (under the names Poolside's checkpoints use; transformers renames them)."""
-    dst, D = f"model.layers.{i}.", cfg.d_model
-    out = {dst + "self_attn.g_proj.weight": cast(g)}
-    if cfg.moe.n_experts:
-        mlp = dst + "mlp."
-        out[mlp + "experts.e_score_correction_bias"] = torch.zeros(cfg.moe.n_experts, dtype=dtype)
-        out[mlp + "shared_expert.gate_proj.weight"] = torch.zeros(0, D, dtype=dtype)
-        out[mlp + "shared_expert.up_proj.weight"] = torch.zeros(0, D, dtype=dtype)
-        out[mlp + "shared_expert.down_proj.weight"] = torch.zeros(D, 0, dtype=dtype)
-    return out
+    D = cfg.d_model
+    return {
+        mlp + "experts.e_score_correction_bias": torch.zeros(cfg.moe.n_experts, dtype=dtype),
+        mlp + "shared_expert.gate_proj.weight": torch.zeros(0, D, dtype=dtype),
+        mlp + "shared_expert.up_proj.weight": torch.zeros(0, D, dtype=dtype),
+        mlp + "shared_expert.down_proj.weight": torch.zeros(D, 0, dtype=dtype),
+    }
 
 
-def read_config(f: Any, L: int, H: int) -> tuple[GateConfig, bool]:
-    """(the gate, whether every layer is routed) of a Laguna config.json, read through
-    from_hf's `_Fields`; InteropError naming the field for what gatesweep cannot compute."""
+def read_config(f: Fields, L: int, H: int) -> tuple[GateConfig, bool]:
+    """(the gate, whether every layer is routed) of a Laguna config.json; InteropError naming
+    the field for what gatesweep cannot compute."""
     gating = f.c.get("gating", True)
     if gating is True or gating == "per-head":
         granularity = "headwise"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -9,8 +10,10 @@ import torch
 from gatedmodels import ModelConfig
 
 from ..errors import InteropError
-from . import laguna
 from .choice import LAYOUTS, layout_problem, variant
+from .mappings import MAPPINGS, LayoutMapping
+
+Cast = Callable[[torch.Tensor], torch.Tensor]
 
 
 def aux_coef_to_hf(coef: float, cfg: ModelConfig) -> float:
@@ -56,85 +59,35 @@ def to_hf(
     token_ids: dict[str, int | None] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """(config.json dict, HF-named tensors in `dtype`) of a gatesweep model in `layout`."""
+    """(config.json dict, HF-named tensors in `dtype`) of a gatesweep model in `layout`; `extra`
+    goes into config.json as is."""
     problem = layout_problem(cfg, layout)
     if problem:
         raise InteropError(f"{variant(cfg)}: layout {layout} cannot hold this model ({problem})")
+    config = hf_config(cfg, layout, dtype=dtype, max_positions=max_positions, token_ids=token_ids)
+    if extra:
+        config.update(extra)
+    return config, hf_tensors(cfg, state, layout, dtype)
+
+
+# ---- config.json --------------------------------------------------------------------------------------
+def hf_config(
+    cfg: ModelConfig, layout: str, *, dtype: torch.dtype, max_positions: int | None = None, token_ids: dict[str, int | None] | None = None
+) -> dict[str, Any]:
+    """The config.json dict of `cfg` in `layout`: the fields every layout shares, the MoE ones,
+    then the layout's own (`mappings`)."""
+    mapping, ids = MAPPINGS[layout], token_ids or {}
     lay = LAYOUTS[layout]
-    H, K, d, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model
-    G = H // K
-    gated = cfg.gate.position != "none"
-    headwise = gated and cfg.gate.granularity == "headwise"
-    zero_centred = layout == "qwen3_next"
-
-    def cast(t: torch.Tensor) -> torch.Tensor:
-        return t.detach().to(dtype).contiguous()
-
-    def norm(t: torch.Tensor) -> torch.Tensor:
-        # Qwen3-Next's norms are stored zero-centred in float32 whatever `dtype`: w - 1 of a bf16
-        # weight below 0.5 has no bf16 value, so a bf16 file could not bring it back (transformers
-        # casts it to the model's dtype on load, exactly so for w >= 0.5; it computes 1 + w in fp32)
-        return (t.float() - 1.0).contiguous() if zero_centred else cast(t)
-
-    out: dict[str, torch.Tensor] = {
-        "model.embed_tokens.weight": cast(state["embed.weight"]),
-        "model.norm.weight": norm(state["norm.weight"]),
-    }
-    if not cfg.tie_embeddings:
-        out["lm_head.weight"] = cast(state["lm_head.weight"])
-    for i in range(cfg.n_layers):
-        src, dst = f"blocks.{i}.", f"model.layers.{i}."
-        out[dst + "input_layernorm.weight"] = norm(state[src + "attn_norm.weight"])
-        out[dst + "post_attention_layernorm.weight"] = norm(state[src + "ffn_norm.weight"])
-        wqkv = state[src + "attn.wqkv.weight"]
-        q, k, v, g = wqkv.split([H * d, K * d, K * d, wqkv.shape[0] - H * d - 2 * K * d])
-        if layout == "qwen3_next":  # per head [q_h | g_h]
-            q_proj = torch.cat([q.view(H, d, D), g.view(H, d, D)], dim=1).reshape(2 * H * d, D)
-        elif layout == "official" and gated:  # per KV group [q of its G heads | their gate rows]
-            w = 1 if headwise else d
-            q_proj = torch.cat([q.view(K, G * d, D), g.view(K, G * w, D)], dim=1).reshape(-1, D)
-        else:
-            q_proj = q
-        if layout == "laguna":  # the gate rows are its own projection, g_proj
-            out.update(laguna.layer_tensors(cfg, i, g, cast, dtype))
-        att = dst + "self_attn."
-        out[att + "q_proj.weight"] = cast(q_proj)
-        out[att + "k_proj.weight"] = cast(k)
-        out[att + "v_proj.weight"] = cast(v)
-        out[att + "o_proj.weight"] = cast(state[src + "attn.wo.weight"])
-        if cfg.qk_norm:
-            out[att + "q_norm.weight"] = norm(state[src + "attn.q_norm.weight"])
-            out[att + "k_norm.weight"] = norm(state[src + "attn.k_norm.weight"])
-        mlp = dst + "mlp."
-        if cfg.moe.n_experts:
-            out[mlp + "gate.weight"] = cast(state[src + "ffn.router.weight"])
-            for e in range(cfg.moe.n_experts):
-                w1, w3 = state[f"{src}ffn.experts.{e}.w13.weight"].chunk(2, dim=0)
-                out[f"{mlp}experts.{e}.gate_proj.weight"] = cast(w1)
-                out[f"{mlp}experts.{e}.up_proj.weight"] = cast(w3)
-                out[f"{mlp}experts.{e}.down_proj.weight"] = cast(state[f"{src}ffn.experts.{e}.w2.weight"])
-            if layout == "qwen3_next":  # Qwen3-Next's shared expert, given width 0: it adds nothing
-                out[mlp + "shared_expert.gate_proj.weight"] = torch.zeros(0, D, dtype=dtype)
-                out[mlp + "shared_expert.up_proj.weight"] = torch.zeros(0, D, dtype=dtype)
-                out[mlp + "shared_expert.down_proj.weight"] = torch.zeros(D, 0, dtype=dtype)
-                out[mlp + "shared_expert_gate.weight"] = torch.zeros(1, D, dtype=dtype)
-        else:
-            w1, w3 = state[src + "ffn.w13.weight"].chunk(2, dim=0)
-            out[mlp + "gate_proj.weight"] = cast(w1)
-            out[mlp + "up_proj.weight"] = cast(w3)
-            out[mlp + "down_proj.weight"] = cast(state[src + "ffn.w2.weight"])
-
-    ids = token_ids or {}
     config: dict[str, Any] = {
         "architectures": [lay.architecture],
         "model_type": lay.model_type,
         "vocab_size": cfg.vocab_size,
-        "hidden_size": D,
+        "hidden_size": cfg.d_model,
         "intermediate_size": cfg.ffn_dim,
         "num_hidden_layers": cfg.n_layers,
-        "num_attention_heads": H,
-        "num_key_value_heads": K,
-        "head_dim": d,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads,
+        "head_dim": cfg.head_dim,
         "hidden_act": "silu",
         "rms_norm_eps": cfg.norm_eps,
         "initializer_range": cfg.init_std,
@@ -149,21 +102,8 @@ def to_hf(
         "pad_token_id": ids.get("pad"),
         "dtype": str(dtype).removeprefix("torch."),
         "torch_dtype": str(dtype).removeprefix("torch."),  # transformers 4.x's name (5.x reads dtype)
-        **_rope_fields(cfg, max(cfg.max_seq_len, max_positions or 0), 1.0 if layout == "qwen3_next" else None),
+        **_rope_fields(cfg, max(cfg.max_seq_len, max_positions or 0), mapping.partial_rotary),
     }
-    if layout in ("qwen3", "official"):
-        config["max_window_layers"] = cfg.n_layers
-        config["layer_types"] = ["full_attention"] * cfg.n_layers
-    if layout == "official":
-        config["use_qk_norm"] = cfg.qk_norm
-        config["qkv_bias"] = False
-        config["headwise_attn_output_gate"] = headwise
-        config["elementwise_attn_output_gate"] = gated and not headwise
-    if layout == "qwen3_next":
-        config["partial_rotary_factor"] = 1.0
-        config["layer_types"] = ["full_attention"] * cfg.n_layers
-        config["shared_expert_intermediate_size"] = 0
-        config["num_experts"] = cfg.moe.n_experts
     if cfg.moe.n_experts:
         config.update(
             num_experts=cfg.moe.n_experts,
@@ -175,8 +115,70 @@ def to_hf(
             mlp_only_layers=[],
             output_router_logits=False,
         )
-    if layout == "laguna":
-        config = laguna.config_fields(cfg, config)
-    if extra:
-        config.update(extra)
-    return config, out
+    return mapping.config_fields(cfg, config)
+
+
+# ---- the tensors --------------------------------------------------------------------------------------
+def hf_tensors(cfg: ModelConfig, state: dict[str, torch.Tensor], layout: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """gatesweep's state dict renamed (and its fused tensors split) into `layout`'s tensors, in `dtype`."""
+    mapping = MAPPINGS[layout]
+
+    def cast(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().to(dtype).contiguous()
+
+    def norm(t: torch.Tensor) -> torch.Tensor:
+        # Qwen3-Next's norms are stored zero-centred in float32 whatever `dtype`: w - 1 of a bf16
+        # weight below 0.5 has no bf16 value, so a bf16 file could not bring it back (transformers
+        # casts it to the model's dtype on load, exactly so for w >= 0.5; it computes 1 + w in fp32)
+        return (t.float() - 1.0).contiguous() if mapping.zero_centred else cast(t)
+
+    out = {"model.embed_tokens.weight": cast(state["embed.weight"]), "model.norm.weight": norm(state["norm.weight"])}
+    if not cfg.tie_embeddings:
+        out["lm_head.weight"] = cast(state["lm_head.weight"])
+    for i in range(cfg.n_layers):
+        src, dst = f"blocks.{i}.", f"model.layers.{i}."
+        out[dst + "input_layernorm.weight"] = norm(state[src + "attn_norm.weight"])
+        out[dst + "post_attention_layernorm.weight"] = norm(state[src + "ffn_norm.weight"])
+        out.update(_attention(cfg, state, mapping, src + "attn.", dst + "self_attn.", cast, norm))
+        out.update(_ffn(cfg, state, mapping, src + "ffn.", dst + "mlp.", cast, dtype))
+    return out
+
+
+def _attention(
+    cfg: ModelConfig, state: dict[str, torch.Tensor], mapping: LayoutMapping, src: str, att: str, cast: Cast, norm: Cast
+) -> dict[str, torch.Tensor]:
+    """One layer's attention: wqkv split into q, k, v and the gate rows, q and the gate rows
+    placed as the layout holds them."""
+    H, K, d = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    wqkv = state[src + "wqkv.weight"]
+    q, k, v, g = wqkv.split([H * d, K * d, K * d, wqkv.shape[0] - H * d - 2 * K * d])
+    out = {att + name: cast(t) for name, t in mapping.q_to_hf(cfg, q, g).items()}
+    out[att + "k_proj.weight"] = cast(k)
+    out[att + "v_proj.weight"] = cast(v)
+    out[att + "o_proj.weight"] = cast(state[src + "wo.weight"])
+    if cfg.qk_norm:
+        out[att + "q_norm.weight"] = norm(state[src + "q_norm.weight"])
+        out[att + "k_norm.weight"] = norm(state[src + "k_norm.weight"])
+    return out
+
+
+def _ffn(
+    cfg: ModelConfig, state: dict[str, torch.Tensor], mapping: LayoutMapping, src: str, mlp: str, cast: Cast, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    """One layer's FFN: w13 split into gate_proj and up_proj, per expert in an MoE layer (with
+    the router and the layout's tensors beyond gatesweep's)."""
+    if not cfg.moe.n_experts:
+        w1, w3 = state[src + "w13.weight"].chunk(2, dim=0)
+        return {
+            mlp + "gate_proj.weight": cast(w1),
+            mlp + "up_proj.weight": cast(w3),
+            mlp + "down_proj.weight": cast(state[src + "w2.weight"]),
+        }
+    out = {mlp + "gate.weight": cast(state[src + "router.weight"])}
+    for e in range(cfg.moe.n_experts):
+        w1, w3 = state[f"{src}experts.{e}.w13.weight"].chunk(2, dim=0)
+        out[f"{mlp}experts.{e}.gate_proj.weight"] = cast(w1)
+        out[f"{mlp}experts.{e}.up_proj.weight"] = cast(w3)
+        out[f"{mlp}experts.{e}.down_proj.weight"] = cast(state[f"{src}experts.{e}.w2.weight"])
+    out.update(mapping.moe_to_hf(cfg, mlp, dtype))
+    return out

@@ -1,6 +1,7 @@
 """What a trainer callback can watch: the events of `orchestrator.trial.trainer.Trainer`, in the
-order a trial meets them. Every method is a no-op here; a callback overrides the ones it needs,
-and the trainer calls per-step events only on the callbacks that override them.
+order a trial meets them, and what it may read of the trainer (`TrainerView`). Every method is
+a no-op here; a callback overrides the ones it needs, and the trainer calls per-step events only
+on the callbacks that override them.
 
 Callbacks run in list order (`orchestrator.trial.run.make_trainer`): metrics are logged before
 the console prints them, and the final metrics are logged before the artifacts are written.
@@ -8,11 +9,33 @@ the console prints them, and the final metrics are logged before the artifacts a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from orchestrator.evals.heldout import EvalResult
-    from orchestrator.trial.trainer import Trainer
+from orchestrator.evals.heldout import EvalResult
+
+
+class TrainerView(Protocol):
+    """What a callback may read of the trainer it watches (`orchestrator.trial.trainer.Trainer`
+    is one); the trainer imports this module, not the other way round."""
+
+    step: int
+    """Optimizer steps done."""
+    resumed_from: int
+    """The step a resume continued from (0: a fresh start)."""
+    tokens_seen: int
+    tokens_per_step: int
+    train_s: float
+    """Seconds spent in optimizer steps (their callbacks included)."""
+    step_t0: float
+    """perf_counter() when the current step began."""
+    eval_s: float
+    """Seconds spent in periodic evaluations."""
+    engine: Any
+    """The DeepSpeed engine (the checkpoint callback saves and loads through it)."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class Callback:
@@ -20,10 +43,10 @@ class Callback:
     """When set, `state_dict()` travels in every checkpoint under this key and comes back
     through `load_state_dict` on resume."""
 
-    def on_start(self, trainer: Trainer) -> None:
+    def on_start(self, trainer: TrainerView) -> None:
         """Built, before the first step; the checkpoint callback restores the trainer's state here."""
 
-    def after_resume(self, trainer: Trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         """The state training continues from is in place (`trainer.step`, `trainer.resumed_from`)."""
 
     def on_step(self, step: int, loss: float, grad_norm: float | None) -> None:

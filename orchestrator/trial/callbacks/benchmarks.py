@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from orchestrator.evals import suite
 from orchestrator.trial.callbacks.base import Callback
 
 
@@ -21,10 +22,8 @@ class Benchmarks(Callback):
         self.cfg, self.model, self.data, self.which, self.device, self.progress = cfg, model, data, which, device, progress
 
     def collect_final(self, metrics: dict) -> None:
-        from orchestrator.evals.suite import run_benchmarks
-
         t0 = time.perf_counter()
-        res = run_benchmarks(
+        res = suite.run_benchmarks(
             self.model, getattr(self.data, "tokenizer", None), self.cfg, device=self.device, which=self.which, progress=self.progress
         )
         res["eval_time_s/benchmarks"] = time.perf_counter() - t0

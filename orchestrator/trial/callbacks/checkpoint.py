@@ -18,7 +18,7 @@ from orchestrator.storage import Location
 from orchestrator.storage.retry import retried
 from orchestrator.tracking.outcomes import TrialFailed
 from orchestrator.trial import checkpoint as ckpt
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 
 
 class Checkpointer(Callback):
@@ -41,7 +41,7 @@ class Checkpointer(Callback):
         self.run_dir, self.resume, self.keep, self.config_hash = run_dir, resume, keep, config_hash
         self.is_main, self.tracker, self.remote = is_main, tracker, remote
         self.say = say or (lambda line: print(line, flush=True))
-        self.trainer = None
+        self.trainer: TrainerView | None = None
         self.uploaded: list[int] = []
         """Steps whose checkpoint reached the store (remote only)."""
         self.upload_failed: list[int] = []
@@ -51,7 +51,7 @@ class Checkpointer(Callback):
         if self.tracker is not None:
             self.tracker.logger._warn(line)
 
-    def on_start(self, trainer) -> None:
+    def on_start(self, trainer: TrainerView) -> None:
         self.trainer = trainer
         if self.remote is not None and self.resume:
             if self.is_main:

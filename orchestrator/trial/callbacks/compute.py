@@ -6,7 +6,7 @@ the gate's FLOPs included."""
 from __future__ import annotations
 
 from gatedmodels.costs import model_costs
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 
 
 class Compute(Callback):
@@ -14,7 +14,7 @@ class Compute(Callback):
         self.costs = model_costs(model_cfg)
         self.seq_len = seq_len
 
-    def after_resume(self, trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         self.trainer = trainer
 
     def collect_final(self, metrics: dict) -> None:

@@ -7,7 +7,7 @@ trial's own final metrics). A scaling ladder reads them as several (N, D) points
 from __future__ import annotations
 
 from gatedmodels.costs import model_costs
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 
 PREFIX = "wsd/"
 READ = ("val_loss", "val_bpb")
@@ -27,7 +27,7 @@ class DecayPoints(Callback):
         self.per_token = model_costs(model_cfg).train_flops(seq_len)
         self.points: dict[int, dict[str, float]] = {}
 
-    def after_resume(self, trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         self.trainer = trainer
 
     def on_eval(self, step: int, result) -> None:

@@ -16,10 +16,11 @@ import os
 import socket
 
 from orchestrator import storage
+from orchestrator.data.sources import OFFLINE_CORPORA
 from orchestrator.storage.retry import retried
 from orchestrator.tracking import RunLogger, git_state, inputs, names, numerics, numerics_tags, package_versions, redact_uri
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STATUS, STOPPED_TAG
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 from orchestrator.trial.system_metrics import SystemMetrics
 
 
@@ -114,10 +115,10 @@ class MLflowLogging(Callback):
             self.logger._warn(f"dataset input not logged: {type(err).__name__}: {err}")
 
     # ---- events ------------------------------------------------------------------------
-    def on_start(self, trainer) -> None:
+    def on_start(self, trainer: TrainerView) -> None:
         self.trainer = trainer
 
-    def after_resume(self, trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         """A run that continues a checkpoint made under another numeric environment is marked mixed;
         one that starts over (a retry before its first checkpoint) is this environment's."""
         if self.before is not None:
@@ -188,8 +189,6 @@ class MLflowLogging(Callback):
 
 def data_inputs(cfg, data) -> list:
     """The trial's training and validation data as MLflow dataset inputs."""
-    from orchestrator.data.sources import OFFLINE_CORPORA
-
     profile = {**data.describe(), "seq_len": cfg.seq_len}
     prepared = getattr(data, "prepared", None)
     if prepared is not None:  # a text corpus: the token cache's key decides the tokens

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 
 
 class Speed(Callback):
-    def after_resume(self, trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         self.trainer = trainer
         self.tokens_per_step = trainer.tokens_per_step
         self.window_tokens = 0

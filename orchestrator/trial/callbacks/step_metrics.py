@@ -3,11 +3,11 @@ learning rate and the tokens seen so far (`train/...`)."""
 
 from __future__ import annotations
 
-from orchestrator.trial.callbacks.base import Callback
+from orchestrator.trial.callbacks.base import Callback, TrainerView
 
 
 class StepMetrics(Callback):
-    def after_resume(self, trainer) -> None:
+    def after_resume(self, trainer: TrainerView) -> None:
         self.trainer = trainer
         self.losses: list[float] = []
         self.grad_norms: list[float] = []
