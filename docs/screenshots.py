@@ -42,7 +42,15 @@ REFRESH = ".venv/bin/python docs/screenshots.py"
 SOURCES: dict[str, list[str]] = {
     "mlflow-runs-grouped.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
     "mlflow-runs-charts.png": ["orchestrator/tracking/views.py", "sweeps/hello.yaml", "docs/screenshots.py"],
-    "report-html.png": ["dashboards/html.py", "dashboards/cells.py", "sweeps/hello.yaml", "docs/screenshots.py"],
+    "report-html.png": [
+        "dashboards/html.py",
+        "dashboards/cells.py",
+        "dashboards/sections/__init__.py",
+        "dashboards/sections/tables.py",
+        "dashboards/sections/writers.py",
+        "sweeps/hello.yaml",
+        "docs/screenshots.py",
+    ],
     "quickstart-attention-maps.png": [
         "orchestrator/plots/draw.py",
         "orchestrator/plots/figure.py",

@@ -67,28 +67,36 @@ def _blocks(table: list[list[str]], keys: int, width: int | None, gap: int = 2) 
     return blocks
 
 
-def _wrapped(table: list[list[str]], keys: int, width: int | None) -> list[list[str]]:
-    """The rows with each value cell too wide to fit beside the key columns (in a table of key
-    columns only: the widest column, when the table is wider than `width`) wrapped onto further
-    lines of its row, the other cells blank there."""
-    if width is None:
-        return table
-    widths = [max(len(r[j]) for r in table) + 2 for j in range(len(table[0]))]
-    if keys < len(widths):
-        room = max(width - sum(widths[:keys]), 12)
-        wide = [j for j in range(keys, len(widths)) if widths[j] - 2 > room]
-    else:
-        widest = widths.index(max(widths))
-        room = max(width - sum(widths) + widths[widest], 12)
-        wide = [widest] if sum(widths) - 2 > width else []
-    if not wide:
+def _wrap_columns(table: list[list[str]], rooms: dict[int, int]) -> list[list[str]]:
+    """Each cell of the columns in `rooms` wrapped to its room, onto further lines of its row (the
+    other cells blank there)."""
+    if not rooms:
         return table
     out = [table[0]]
     for r in table[1:]:
-        pieces = {j: textwrap.wrap(r[j], room) or [""] for j in wide}
+        pieces = {j: textwrap.wrap(r[j], room) or [""] for j, room in rooms.items()}
         for k in range(max(len(p) for p in pieces.values())):
             out.append([(pieces[j][k] if k < len(pieces[j]) else "") if j in pieces else (c if k == 0 else "") for j, c in enumerate(r)])
     return out
+
+
+def _wrapped(table: list[list[str]], keys: int, width: int | None) -> list[list[str]]:
+    """The table fitted to `width` where blocks cannot fit it: key columns too wide to leave a
+    value column room have their widest one wrapped, then each value too wide to fit beside the
+    key columns is wrapped (onto further lines of its row)."""
+    if width is None:
+        return table
+    widths = [max(len(r[j]) for r in table) + 2 for j in range(len(table[0]))]
+    reserve = min(max(widths[keys:]), width // 2) if keys < len(widths) else 0
+    over = sum(widths[:keys]) - 2 + reserve - width
+    rooms: dict[int, int] = {}
+    if keys and over > 0:
+        widest = max(range(keys), key=lambda j: widths[j])
+        rooms[widest] = max(widths[widest] - 2 - over, 12)
+        widths[widest] = rooms[widest] + 2
+    room = max(width - sum(widths[:keys]), 12)
+    rooms |= {j: room for j in range(keys, len(widths)) if widths[j] - 2 > room}
+    return _wrap_columns(table, rooms)
 
 
 def term_cell(cell: str | Cell) -> str:
@@ -112,6 +120,8 @@ def term_table(head: list[str], rows: Sequence[Sequence[str | Cell]], keys: int,
         if b:
             out.append("")
         for i, r in enumerate(table):
+            if i and not any(r[j] for j in cols):
+                continue  # a row's further line that has nothing in this block
             cells = [r[j].rjust(w) if j >= keys else r[j].ljust(w) for j, w in zip(cols, widths)]
             out.append("  ".join(cells).rstrip())
             if i == 0:
