@@ -110,13 +110,24 @@ def test_a_table_of_values_in_each_format():
         ["none", Cell("1.50", spread="0.02"), Cell("-0.3", detail="p <0.001", strong=True, note="tip <b>")],
         ["G1|x", "2", "–"],
     ]
-    table = Table("", ["model.gate", "val_ppl", "delta"], rows, "legend", keys=1, short=["gate", "PPL", "Δ"], abbrev="PPL = val_ppl", strong="significant")
+    table = Table(
+        "",
+        ["model.gate", "val_ppl", "delta"],
+        rows,
+        "legend",
+        keys=1,
+        short=["gate", "PPL", "Δ"],
+        abbrev="PPL = val_ppl",
+        strong="significant",
+    )
     term = writers.terminal([table], "Title", width=100).splitlines()
     assert term[:2] == ["", "Title"] and term[3].split() == ["gate", "PPL", "Δ"]
     assert term[5] == "none  1.50±0.02  -0.3, p <0.001*" and term[6] == "G1|x          2                –"
     assert term[7:] == ["*: significant legend", "PPL = val_ppl"]
     md = writers.markdown("Title", [table])
-    assert md[2] == "| model.gate | val_ppl     | delta                 |" and md[3] == "|------------|------------:|----------------------:|"
+    assert (
+        md[2] == "| model.gate | val_ppl     | delta                 |" and md[3] == "|------------|------------:|----------------------:|"
+    )
     assert md[4] == "| none       | 1.50 ± 0.02 | **-0.3, p &lt;0.001** |" and md[5].startswith("| G1\\|x ")
     assert md[-1] == "**bold**: significant legend"
     tex = writers.latex([table], lambda x: x.replace("|", r"\textbar{}").replace("<", r"\textless{}"), "Cap")
