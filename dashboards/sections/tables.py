@@ -177,7 +177,7 @@ def effects(comp: Comparison, figures: Figures) -> list[Part]:
     out: list[Part] = []
     for axis, levels in comp.effects.items():
         head, short = _heads(comp, ["configs"], [axis])
-        rows: list[list[str | Cell]] = [[axis_text(e.level), str(e.configs)] + [fmt(e.means[m.key]) for m in comp.metrics] for e in levels]
+        rows: list[list[str | Cell]] = [[axis_text(e.level), str(e.configs), *(fmt(e.means[m.key]) for m in comp.metrics)] for e in levels]
         title = f"Main effect of {comp.axis_title(axis)} (mean over the other axes)"
         out.append(Table(title, head, rows, keys=1, short=short, abbrev=column_legend(comp), name=f"effect-{axis}"))
     return out
