@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.spec.axes import recorded_axis, same_value
+from orchestrator.core.values import same_value
+from orchestrator.spec.axes import recorded_axis
 
 from .levels import file_values
 from .metrics import axis_text

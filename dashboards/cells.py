@@ -25,10 +25,17 @@ def axis_headers(axes: list[str]) -> dict[str, str]:
 
 
 def mean_std(stat: Stat, sep: str = " ± ") -> str:
+    mean, std = mean_and_std(stat)
+    return f"{mean}{sep}{std}" if std else mean
+
+
+def mean_and_std(stat: Stat) -> tuple[str, str]:
+    """The mean and the std over seeds at the mean's decimals (`–` and "" without a value; "" std
+    with one seed)."""
     if stat.mean is None:
-        return DASH
+        return DASH, ""
     d = decimals(stat.mean)
-    return fmt(stat.mean, d) if stat.std is None else f"{fmt(stat.mean, d)}{sep}{fmt(stat.std, d)}"
+    return fmt(stat.mean, d), "" if stat.std is None else fmt(stat.std, d)
 
 
 def ci_text(stat: Stat) -> str:
@@ -150,42 +157,19 @@ def seeds_legend(comp: Comparison) -> str:
     return SEEDS_LEGEND.format(power=TARGET_POWER, alpha=ALPHA, m=comp.n_tests)
 
 
-def interaction_text(cell, *, mark: str = "") -> str:
-    """One arm's Δ at one level: `-0.312` (the row's Δ; `mark` appended when it is significant
-    after Holm), `-0.298 (mean of 3)` over several rows, `–` without one."""
+def interaction_text(cell) -> str:
+    """One arm's Δ at one level: `-0.312` (the row's Δ), `-0.298 (mean of 3)` over several rows,
+    `–` without one."""
     if cell.diff is None:
         return DASH
     base = cell.base.mean if cell.base is not None and cell.base.mean is not None else None
     d = decimals(base) if base is not None else decimals(cell.diff)
     text = f"{cell.diff:+,.0f}" if d == 0 else f"{cell.diff:+.{d}f}"
-    if cell.rows > 1:
-        return f"{text} (mean of {cell.rows})"
-    return text + (mark if cell.significant else "")
-
-
-def interaction_cells(comp: Comparison, inter, *, mark: str = "") -> tuple[list[str], list[list[str]]]:
-    """Header and body of one interaction table: per metric and arm, its Δ at each level."""
-    header = ["metric", "arm"] + [axis_text(v) for v in inter.levels]
-    body = []
-    for m in comp.metrics:
-        table = inter.cells.get(m.key)
-        if table is None:
-            continue
-        for arm in inter.arms:
-            body.append([m.key, arm] + [interaction_text(c, mark=mark) for c in table[arm]])
-    return header, body
+    return f"{text} (mean of {cell.rows})" if cell.rows > 1 else text
 
 
 def interaction_title(comp: Comparison, inter) -> str:
     return f"Δ against the baseline at each level of {comp.axis_title(inter.axis)}"
-
-
-def interaction_legend(comp: Comparison, mark: str) -> str:
-    return (
-        f"Each arm's Δ against the baseline ({comp.baseline_text}) at each level, the other axes equal; {mark}: significant "
-        "at 0.05 after Holm's correction over the Δ table; (mean of k): averaged over k configurations of the "
-        "remaining axes (no test of its own)."
-    )
 
 
 def seeds_lines(comp: Comparison) -> list[str]:

@@ -14,10 +14,11 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.values import same_value
 from orchestrator.spec.axes import COMPOSED, recorded_axis
 from orchestrator.tracking import names
 
-from .levels import file_values, level_order, same_value
+from .levels import file_values, level_order
 from .records import RunRecord, SweepRuns
 
 if TYPE_CHECKING:

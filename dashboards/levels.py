@@ -19,6 +19,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from orchestrator.core.values import same_value
+
 from .records import BASELINE_AXES, GATE_AXIS, RunRecord, SweepRuns
 
 SIZE_AXIS = "model.size"
@@ -55,19 +57,6 @@ def file_values(doc: Any) -> dict[str, list[Any]]:
         if isinstance(path, str) and isinstance(dist, dict) and isinstance(dist.get("choice"), list):
             out.setdefault(path, dist["choice"])
     return out
-
-
-def same_value(text: str | None, raw: Any) -> bool:
-    """Whether a logged value (a tag or param string) is the file's value `raw`: numbers by value
-    (YAML's `1.0e-2` is the tag's `0.01`, its string `1e-3` the tag's `0.001`), others as text."""
-    if text is None:
-        return False
-    if isinstance(raw, bool) or raw is None:
-        return text == str(raw)
-    a, b = _number(text), _number(raw)
-    if a is not None and b is not None:
-        return a == b or math.isclose(a, b, rel_tol=1e-12)
-    return text == str(raw)
 
 
 def _number(x: Any) -> float | None:

@@ -2,7 +2,8 @@
 beside the other files): the sweep, its configurations with their statistics, the Δ tests with
 Holm's adjustment, the main effects, the runs that did not finish and, for a ladder sweep, the
 fits and multipliers. The keys are documented in docs/reading-results.md; `schema` names the
-layout's version. Strict JSON: infinities are the strings "inf" / "-inf" and NaN is null."""
+layout's version. Strict JSON: infinities are the strings "inf" / "-inf" and NaN is null. A machine
+format: it takes no sections of `dashboards.sections.SECTIONS` (which lay out tables for people)."""
 
 from __future__ import annotations
 

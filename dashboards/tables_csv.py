@@ -2,7 +2,8 @@
 mean, std, 95% Student's t interval, n, delta against the baseline (absolute and relative), p
 and best, then the 95% bootstrap interval of the mean, the bootstrap interval of the mean
 paired difference, the Holm-adjusted p, the power of the paired test and the seeds needed for
-80% power."""
+80% power. A machine format: it takes no sections of `dashboards.sections.SECTIONS` (which lay
+out tables for people); its columns are a layout of their own, one row per configuration."""
 
 from __future__ import annotations
 

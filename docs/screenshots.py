@@ -56,7 +56,15 @@ SOURCES: dict[str, list[str]] = {
         "sweeps/hello.yaml",
         "docs/screenshots.py",
     ],
-    "report-html.png": ["dashboards/html.py", "dashboards/cells.py", "sweeps/hello.yaml", "docs/screenshots.py"],
+    "report-html.png": [
+        "dashboards/html.py",
+        "dashboards/cells.py",
+        "dashboards/sections/__init__.py",
+        "dashboards/sections/tables.py",
+        "dashboards/sections/writers.py",
+        "sweeps/hello.yaml",
+        "docs/screenshots.py",
+    ],
     "quickstart-attention-maps.png": [
         "orchestrator/plots/draw.py",
         "orchestrator/plots/figure.py",

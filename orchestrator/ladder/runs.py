@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.core.values import same_value
+
 RUNG_AXIS = "ladder.rung"
 """The axis that names a trial's rung (in trial names, tags and reports)."""
 DEFAULT_BASELINE = {"model.gate.position": "none", "model.attention.kind": "softmax"}
@@ -80,21 +82,6 @@ class Arm:
         if key in self.axes:
             return str(self.axes[key])
         return None if key not in self.config else str(self.config[key])
-
-
-def same_value(a: object, b: object) -> bool:
-    """Values as a user writes them and as a store records them: `197` equals `197.0`, `None`
-    equals `none` and `null`, otherwise the strings."""
-    sa, sb = str(a).strip(), str(b).strip()
-    if sa == sb:
-        return True
-    nulls = {"none", "null", "None"}
-    if sa in nulls and sb in nulls:
-        return True
-    try:
-        return float(sa) == float(sb)
-    except ValueError:
-        return sa.lower() == sb.lower() if sa.lower() in {"true", "false"} else False
 
 
 def matching(arms: Sequence[Arm], want: Mapping[str, object]) -> list[Arm]:

@@ -15,7 +15,8 @@ The rule, in one place:
   plus the composed labels (`trial_values` for a `TrialConfig`; a run's params and axis tags are
   the same record read back from the store);
 - a trial **matches** `key=value` when its value at the key is the value, numbers by value
-  (`0.01` is `1.0e-2`), anything else as text (`same_value`).
+  (`0.01` is `1.0e-2`), `null` / `none` / None as one, anything else as text
+  (`orchestrator.core.values.same_value`, the one rule of the ladder and the report too).
 
 `recorded_axis` says which recorded axis a key belongs to (`model.gate` for every
 `model.gate.*` field), so a reader can list the levels a key selects. Callers: `gatesweep report
@@ -25,11 +26,11 @@ ladder's promotion baseline (`matches(trial_values(t.axis_config), key, value)`)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from gatedmodels.typedconfig import flatten_dict
+from orchestrator.core.values import same_value
 
 GATE_AXIS = "model.gate"
 """The composed gate axis: a trial records the gate's fields as one label (`G1-elementwise`)."""
@@ -62,18 +63,6 @@ def trial_values(config: Any) -> dict[str, Any]:
     return flat
 
 
-def same_value(recorded: Any, wanted: Any) -> bool:
-    """Whether a recorded value (a config value, or its text in a tag or param) is `wanted` (a
-    value from a file, a flag or a notebook): numbers by value (`0.01` is `1.0e-2`, `3` is
-    `3.0`), booleans and None by their text, anything else as text."""
-    if recorded is None:
-        return wanted is None or str(wanted) in ("None", "null")
-    a, b = _number(recorded), _number(wanted)
-    if a is not None and b is not None:
-        return a == b or math.isclose(a, b, rel_tol=1e-12)
-    return _text(recorded) == _text(wanted)
-
-
 def matches(values: Mapping[str, Any], key: str, value: Any) -> bool:
     """Whether a trial with these `values` (`trial_values`, or a run's params and axis tags) has
     `value` at `key`; a key it has no value for (a field that does not apply) does not match."""
@@ -83,20 +72,3 @@ def matches(values: Mapping[str, Any], key: str, value: Any) -> bool:
 def matches_all(values: Mapping[str, Any], selection: Mapping[str, Any]) -> bool:
     """Whether a trial matches every `key: value` of a selection (`{model.gate.position: none}`)."""
     return all(matches(values, k, v) for k, v in selection.items())
-
-
-def _number(x: Any) -> float | None:
-    if isinstance(x, bool) or x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _text(x: Any) -> str:
-    if isinstance(x, bool):
-        return "True" if x else "False"
-    text = str(x)
-    return {"true": "True", "false": "False"}.get(text, text)

@@ -190,7 +190,7 @@ def test_every_format_renders(store, tmp_path, capsys, monkeypatch):
     lines = out.splitlines()
     assert max(len(ln) for ln in lines) <= 100, [ln for ln in lines if len(ln) > 100]
     assert re.search(r"^none\s+0\.003\s+1\s+2\s+ok\s", out, re.M) and re.search(r"^none\s+1e\+10\s+0\s+0\s+1 failed", out, re.M)
-    assert "*" in out and "±" in out and "Δ vs the baseline" in out and "not finished:" in out and "diverged" in out
+    assert "*" in out and "±" in out and "Δ against the baseline" in out and "Runs that did not finish" in out and "diverged" in out
 
     rc, md, _ = run_cli(capsys, "report", *common, "--format", "md")
     assert rc == 0 and "| model.gate" in md and "**" in md and "## Runs that did not finish" in md
@@ -208,7 +208,7 @@ def test_every_format_renders(store, tmp_path, capsys, monkeypatch):
     assert rc == 0 and r"\begin{tabular}" in tex and r"\toprule" in tex and "--" in tex
     # bold marks a best value only where it is significant after Holm (rarely, with these 2 seeds)
     marked = any(r.best for r in compare(read_sweep(store.uri, "cmp")).rows)
-    assert "best in bold where significantly better after Holm" in tex and (r"\textbf{" in tex) == marked
+    assert "bold: best per column: marked only where significantly better after Holm" in tex and (r"\textbf{" in tex) == marked
 
     rc, page, _ = run_cli(capsys, "report", *common, "--format", "html")
     assert rc == 0 and page.startswith("<!DOCTYPE html>") and "<table" in page

@@ -185,7 +185,7 @@ def test_the_delta_table_is_one_holm_family():
     assert html.esc(line) in page and "Holm" in page and "seeds_needed" in csv.splitlines()[0]
     assert "first_token_attn.p_holm" in csv.splitlines()[0] and "first_token_attn.boot95_lo" in csv.splitlines()[0]
     text = tables.terminal(comp)
-    assert "seeds for 80% power" in text and max(map(len, text.splitlines())) <= 100
+    assert "Seeds needed (80% power" in text and max(map(len, text.splitlines())) <= 100
 
 
 def test_one_seed_and_runs_without_metrics_render():

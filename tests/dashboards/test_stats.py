@@ -284,7 +284,7 @@ def test_runs_from_two_numeric_environments_are_named_in_every_format():
     comp = compare(sweep_of(runs))
     assert [(e.key, len(e.runs)) for e in comp.environments] == [("a", 6), ("b", 6)]
     assert comp.environments[1].label == "CPU b, AVX2, 1 thread, torch 2.13.0"
-    assert "numerics: the counted runs were trained under 2 numeric environments" in tables.terminal(comp, width=100)
+    assert "The counted runs were trained under 2 numeric environments" in tables.terminal(comp, width=100)
     assert "CPU b, AVX2" in tables.terminal(comp, width=100)
     md = tables.markdown(comp)
     assert "## Numeric environments" in md and "| CPU a, AVX512, 1 thread, torch 2.13.0 | a " in md
@@ -317,4 +317,4 @@ def test_a_run_resumed_under_another_environment_is_a_note_on_its_own():
         == "resumed under another environment: A, AVX2, 1 thread, torch 2.13.0; then B, AVX2, 1 thread, torch 2.13.0"
     )
     only = compare(sweep_of([r for r in runs if r.run_id == "r001"]))
-    assert "numerics: the counted runs were trained under 1 numeric environment " in tables.terminal(only, width=200)
+    assert "The counted runs were trained under 1 numeric environment " in tables.terminal(only, width=200)

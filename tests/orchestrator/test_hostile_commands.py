@@ -553,12 +553,11 @@ def test_hostile_values_reach_the_terminal_and_markdown_as_escapes(tmp_path, cap
 
 
 def test_the_reports_tables_escape_what_the_store_holds():
-    from dashboards.tables_markdown import _md_table
-    from dashboards.tables_terminal import _terminal_grid
+    from dashboards.sections.writers import md_table, term_table
 
-    md = _md_table(["axis", "loss"], [[HOSTILE[0], "1.0"], [HOSTILE[2], "2.0"]])
+    md = md_table(["axis", "loss"], [[HOSTILE[0], "1.0"], [HOSTILE[2], "2.0"]], 1)
     assert len(md) == 4 and all(line.startswith("|") and "\x1b" not in line for line in md)
-    term = _terminal_grid(["axis", "loss"], [[HOSTILE[1], "1.0"]], 1, 100)
+    term = term_table(["axis", "loss"], [[HOSTILE[1], "1.0"]], 1, 100)
     assert "\u202e" not in "\n".join(term) and "ab\\u202edc" in term[2]
 
 
