@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from orchestrator.spec.files import load_yaml
 from orchestrator.tracking import file_store_path
 
 from .records import RunRecord
@@ -76,7 +77,6 @@ def sweep_file(cl_factory, parent: RunRecord) -> dict | None:
     whatever the file was called), parsed as a sweep file is (bounded, safe YAML), or None. A
     local artifact store is read in place; others are listed and downloaded through
     `cl_factory()`, an MlflowClient opened only then. Never raises: the file only orders levels."""
-    from orchestrator.spec.files import load_yaml
 
     def pick(paths: list[Path]) -> dict | None:
         docs = []

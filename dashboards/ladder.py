@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from gatedmodels import ModelConfig
+from gatedmodels.costs import model_costs
 from orchestrator.core import metrics as registry
 from orchestrator.ladder import section as sec
 from orchestrator.ladder.answers import REPLICATES
@@ -39,9 +41,6 @@ PLOTS = (LADDER_FITS, LADDER_MULTIPLIERS, LADDER_TRENDS)
 
 def default_target() -> tuple[float, str]:
     """The paper's dense model: dense-1.7b trained on 400B tokens at 4,096 tokens a sequence."""
-    from gatedmodels import ModelConfig
-    from gatedmodels.costs import model_costs
-
     flops = model_costs(ModelConfig.preset(TARGET_PRESET)).train_flops(TARGET_SEQ) * TARGET_TOKENS
     return flops, f"{TARGET_PRESET} x 400B tokens (the paper's dense model)"
 

@@ -106,7 +106,7 @@ def draw(heats: Sequence[Heat], path: Path, title: str = "per-layer statistics",
     an unbounded gate above 1 shows. Small grids carry their values."""
     import numpy as np
 
-    from orchestrator import plots
+    from orchestrator import plots  # lazy: imports matplotlib
 
     plt = plots.plt
     cols = [p for p, _ in METRICS if any(p in h.grids for h in heats)]

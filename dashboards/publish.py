@@ -35,7 +35,7 @@ def publish(uri: str, name: str, parent_id: str, out_dir: Path) -> Published:
     done: list[str] = []
     out = Published()
     try:
-        from dashboards.report import build_report
+        from dashboards.report import build_report  # lazy: imports matplotlib, and a report that cannot be imported still ends the sweep
 
         report = build_report(uri, name, parent_id=parent_id, out_dir=out_dir)
         out.report_dir = report.out_dir

@@ -53,6 +53,7 @@ from orchestrator.tracking.failures import store_failure, unreachable
 from .artifacts import metric_history
 from .frame import axis_columns, frame_attrs, frame_of, ordered_runs, seed_of
 from .records import RunRecord, StoreError, SweepRuns
+from .sqlite_reader import SqliteRuns
 from .store import open_client, read_sweep
 
 if TYPE_CHECKING:
@@ -206,8 +207,6 @@ def _sqlite_points(uri: str, runs: list[RunRecord], keys: list[str]) -> dict[tup
     """The points straight from a local SQLite store (None for other stores, or on any surprise:
     the API reads them then)."""
     import sqlite3
-
-    from .sqlite_reader import SqliteRuns
 
     path = sqlite_path(uri)
     if path is None or not runs or not keys:
