@@ -133,11 +133,19 @@ def _wrap(text: str, width: int | None) -> list[str]:
     return [text] if width is None else textwrap.wrap(text, width) or [""]
 
 
+def _wrap_item(text: str, width: int | None) -> list[str]:
+    """One item of a list, indented 2 and its continuation lines 4; words (a path, a run name) unbroken."""
+    if width is None:
+        return [f"  {text}"]
+    kw = {"break_long_words": False, "break_on_hyphens": False}
+    return textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="    ", **kw) or [""]
+
+
 def _term_part(part: Part, width: int | None) -> list[str]:
     if isinstance(part, Text):
         return [x for line in part.lines for x in _wrap(line, width)]
     if isinstance(part, Lines):
-        return [part.title, *[f"  {x}" for x in part.lines]]
+        return [part.title, *[x for line in part.lines for x in _wrap_item(line, width)]]
     if not isinstance(part, Table):
         return []
     lines = _wrap(part.title, width) if part.title else []

@@ -179,7 +179,7 @@ def _loss_table(rep: LadderReport, an: Analysis) -> Table:
         rows.append(cells)
     return Table(
         f"{an.metric} per rung: geometric mean over the finished seeds (n)", head, rows,
-        "FLOPs: the baseline's training FLOPs at the rung; every arm's own FLOPs are in the JSON",
+        "FLOPs: the baseline's training FLOPs at the rung; every arm's own FLOPs are in the JSON", keys=2,
     )  # fmt: skip
 
 
@@ -198,7 +198,7 @@ def _fit_table(an: Analysis) -> Table:
         rows.append([*cells, fmt(res.law.rmse, 2)])
     law = "L(N, D) = E + A·N^-α + B·D^-β" if nd else "L(C) = E + A·C^-α"
     legend = "γ = αβ/(α+β): the exponent of the compute-optimal loss, L* = E + K·C^-γ" if nd else ""
-    return Table(f"fit of {an.metric}: {law}", head, rows, legend)
+    return Table(f"fit of {an.metric}: {law}", head, rows, legend, keys=1)
 
 
 def _multiplier_table(rep: LadderReport, an: Analysis, others: list[ArmResult]) -> Table:
@@ -221,6 +221,7 @@ def _multiplier_table(rep: LadderReport, an: Analysis, others: list[ArmResult]) 
         "joint: every rung's anchored multiplier pooled (inverse-variance); per 10x compute: the factor the multiplier changes "
         "by per decade of compute (1: the same at every scale); target: the joint multiplier when it does not change with scale, "
         "else each arm's own law extrapolated",
+        keys=1,
     )
 
 
@@ -237,6 +238,7 @@ def _verdict_table(an: Analysis, others: list[ArmResult]) -> Table:
         rows,
         "helps / hurts: the multiplier differs from 1 after Holm's correction over every test of this ladder (5% family-wise)"
         f"{margin}; too wide to decide: the interval spans more than 10x; no interval: fewer than 2 seeds",
+        keys=1,
     )
 
 
@@ -257,6 +259,7 @@ def _rollout_table(an: Analysis) -> Table:
         head,
         rows,
         "holds: the measured loss lies within the prediction's 95% interval (its difference's interval holds 0)",
+        keys=1,
     )
 
 
@@ -292,7 +295,7 @@ def _trend_table(rep: LadderReport, metric: str, per_arm: dict) -> Table:
             v = per_arm.get(arm.label, {}).get(rung)
             cells.append(DASH if v is None else fmt(v[0]) + (f" ± {fmt(v[1], 2)}" if v[1] is not None else ""))
         rows.append(cells)
-    return Table(f"{metric} per rung (does the sink grow with scale?)", head, rows, "mean ± std over the finished seeds")
+    return Table(f"{metric} per rung (does the sink grow with scale?)", head, rows, "mean ± std over the finished seeds", keys=1)
 
 
 # ---- JSON -----------------------------------------------------------------------------------------------

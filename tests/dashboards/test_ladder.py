@@ -6,6 +6,7 @@ said, never made up. The numerics themselves are tested in tests/orchestrator/la
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import numpy as np
@@ -15,6 +16,7 @@ from dashboards import ladder as dl
 from dashboards.records import StoreError, SweepRuns, make_record
 from dashboards.report_json import report_document, report_json
 from dashboards.stats import compare
+from dashboards.tables_terminal import terminal
 from orchestrator.ladder.section import Table, parts
 
 E, A, ALPHA = 1.6, 40.0, 0.18
@@ -84,7 +86,7 @@ def test_the_report_recovers_the_known_multiplier_and_writes_every_format():
                     "rollout (val_loss)", "what the ladder says (val_loss)", "first_token_attn per rung"):  # fmt: skip
         assert heading in text, heading
     md = dl.markdown(rep)
-    assert "## Scaling ladder" in md and "| arm | d32-l2 |" in md and "*helps / hurts:" in md
+    assert "## Scaling ladder" in md and re.search(r"\| arm +\| d32-l2 +\|", md) and "\nhelps / hurts:" in md
     html = "\n".join(dl.html(rep, lambda x: str(x)))
     assert '<section id="ladder">' in html and 'class="legend"' in html
     tex = dl.latex(rep, lambda x: x.replace("%", r"\%"))
@@ -256,3 +258,16 @@ def test_runs_with_wsd_s_points_are_fitted_as_l_of_n_and_d():
     assert an.form == "L(N, D)" and len(an.cells) == 2 * 4 * 3
     assert an.arms["G1-elementwise"].joint.low <= 1.5 <= an.arms["G1-elementwise"].joint.high
     assert "L(N, D) = E + A·N^-α + B·D^-β" in dl.terminal(rep)
+
+
+def test_the_terminal_report_of_a_ladder_fits_its_width():
+    """Three arms with long labels: the ladder's tables wrap into blocks that repeat the arm and its
+    headline sentences wrap with a hanging indent, so no line runs past the terminal's width
+    (ladder_cpu's report had lines of 285 characters)."""
+    comp = compare(_matched_sweep())
+    comp.ladder = analyse(comp, replicates=60)
+    for width in (100, 80):
+        text = terminal(comp, width=width)
+        assert "what the ladder says (val_loss)" in text and "effective-compute multiplier" in text
+        long = [line for line in text.splitlines() if len(line) > width]
+        assert not long, f"{len(long)} lines over {width}: {long[:3]}"
