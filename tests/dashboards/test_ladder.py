@@ -6,8 +6,8 @@ said, never made up. The numerics themselves are tested in tests/orchestrator/la
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 
 import numpy as np
 import pytest
