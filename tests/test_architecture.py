@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import grimp  # import-linter's own graph builder (a dev dependency)
 import pytest
 import tomllib  # Python >= 3.11, as the dev tools need (import-linter 2.17 does)
 
@@ -112,3 +113,59 @@ def test_a_room_without_a_docstring_or_a_page_without_markers_is_refused(tmp_pat
         arch.rewrite((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"), root)
     with pytest.raises(arch.ArchitectureError, match="markers of the generated tree"):
         arch.rewrite("# Architecture\n", ROOT)
+
+
+def import_circles(*packages: str) -> list[list[str]]:
+    """Every circle of run-time imports between the modules of `packages` (function-local imports
+    included, `if TYPE_CHECKING:` ones not), as the modules of each strongly connected component."""
+    graph = grimp.build_graph(*packages, exclude_type_checking_imports=True)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return out
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """A circle hidden behind a function-local import (issue 34 found outcome <-> runs, trainer <->
+    callbacks.base, location <-> remote) makes the import order matter and the rooms one room."""
+    circles = import_circles("orchestrator", "dashboards", "gatedmodels")
+    assert not circles, "import circles (move the shared piece where both can import it):\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_check_finds_a_circle(tmp_path, monkeypatch):
+    pkg = tmp_path / "circ"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from circ import b, c\n")
+    (pkg / "b.py").write_text("def f():\n    from circ import a  # a function-local import closes it\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from circ import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert import_circles("circ") == [["circ.a", "circ.b"]]  # not c: its import of a is for type checking only
