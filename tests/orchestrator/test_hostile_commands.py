@@ -414,7 +414,7 @@ def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to
 
 # ---- 7. the UI's listeners cannot be widened from the environment ---------------------------------------
 def test_the_ui_server_does_not_inherit_its_options_from_the_environment():
-    from orchestrator.cli.ui import server_env
+    from orchestrator.tracking.ui_server import server_env
 
     env, dropped = server_env(
         {
@@ -433,7 +433,7 @@ def test_the_ui_server_does_not_inherit_its_options_from_the_environment():
 def test_every_option_variable_of_mlflow_server_is_dropped():
     from mlflow.cli import server
 
-    from orchestrator.cli.ui import SERVER_OPTION_ENV
+    from orchestrator.tracking.ui_server import SERVER_OPTION_ENV
 
     read = {p.envvar for p in server.params if isinstance(p.envvar, str)}
     assert read <= set(SERVER_OPTION_ENV), sorted(read - set(SERVER_OPTION_ENV))

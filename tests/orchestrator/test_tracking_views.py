@@ -151,7 +151,7 @@ def _old_sweep(cl, uri: str) -> tuple[str, str, list[str]]:
 
 
 def test_ui_adds_the_view_of_an_old_sweep_and_keeps_an_existing_one(tracking_uri, capsys):
-    from orchestrator.cli.ui import sweep_links
+    from dashboards.links import sweep_links
 
     cl = MlflowClient(tracking_uri)
     exp, parent, _ = _old_sweep(cl, tracking_uri)
@@ -169,7 +169,7 @@ def test_ui_adds_the_view_of_an_old_sweep_and_keeps_an_existing_one(tracking_uri
 
 
 def test_ui_on_a_store_that_refuses_writes_still_gives_urls(tracking_uri, monkeypatch, capsys):
-    from orchestrator.cli import ui
+    from dashboards import links as ui
 
     cl = MlflowClient(tracking_uri)
     exp, parent, _ = _old_sweep(cl, tracking_uri)
