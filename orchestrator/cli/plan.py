@@ -5,7 +5,7 @@ from the config by `gatedmodels.costs`; times the tokens). A sweep with a `ladde
 row per rung: parameters (non-embedding and total), tokens, steps, learning rate, and the
 training FLOPs of each arm with what its variant adds over the rung's base model.
 With --measure, a time estimate that is a sum of named parts, each measured on this machine now
-(`orchestrator.cli.plan_time`): the driver's and Ray's start, each trial's start-up, training,
+(`orchestrator.launch.plan_time`): the driver's and Ray's start, each trial's start-up, training,
 evaluations, the trials' layout on the slots and the report at the end. An Optuna search counts
 its samples in the trials, the FLOPs and the time. A sweep that asks for GPUs this machine lacks
 says so in one line."""
@@ -27,11 +27,11 @@ from orchestrator.launch.runs import finished_runs
 from orchestrator.ray.cluster import oversubscription
 from orchestrator.tracking import sqlite_path
 
+from ..launch.plan_eval import EvalColumn
+from ..launch.plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
+from ..launch.plan_time import duration_text as _duration
 from .commands import COMMAND_TABLE
 from .common import print_table
-from .plan_eval import EvalColumn
-from .plan_time import Measured, TrialTime, contention, estimate, lines, machine_load, measure, trial_time
-from .plan_time import duration_text as _duration
 from .run import resolve_uri
 from .sweepfile import add_override_options, load_and_expand, overrides_of
 

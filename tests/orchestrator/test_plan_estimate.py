@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import plan, plan_time
+from orchestrator.cli import plan
 from orchestrator.cli.main import main
-from orchestrator.cli.plan_time import Measured, TrialTime, contention, estimate, evaluations, makespan
+from orchestrator.launch import plan_time
+from orchestrator.launch.plan_time import Measured, TrialTime, contention, estimate, evaluations, makespan
 
 ROOT = Path(__file__).resolve().parents[2]
 

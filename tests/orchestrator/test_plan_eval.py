@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import orchestrator.evals.harness as harness
-from orchestrator.cli import plan_eval
-from orchestrator.cli.plan_eval import EvalColumn, EvalEstimate, TaskCost, measure_task, stand_in_tokenizer
+from orchestrator.launch import plan_eval
+from orchestrator.launch.plan_eval import EvalColumn, EvalEstimate, TaskCost, measure_task, stand_in_tokenizer
 from orchestrator.spec.evaluation import TasksConfig
 from orchestrator.spec.trial import TrialConfig
 

@@ -219,7 +219,7 @@ def test_plan_measure_gives_its_parts_and_spread_and_says_when_the_machine_is_bu
     f = tmp_path / "m.yaml"
     f.write_text(yaml.safe_dump(doc))
     monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
-    from orchestrator.cli.plan_time import Measured
+    from orchestrator.launch.plan_time import Measured
 
     real = plan.measure
     monkeypatch.setattr(plan, "measure", lambda configs, threads: Measured(4.0, real(configs, threads).steps))
