@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
@@ -184,32 +185,9 @@ def score_requests(
     return scores, greedy, n_cut
 
 
-def greedy_generate(
-    model: Model,
-    prompts_ids: Sequence[Sequence[int]],
-    *,
-    max_new_tokens: int,
-    max_len: int,
-    stop_ids: Sequence[int] = (),
-    stop_when: Callable[[list[int]], bool] | None = None,
-    batch_size: int,
-    pad_id: int = 0,
-    batch_tokens: int | None = None,
-    kv_cache: bool = True,
-) -> list[list[int]]:
-    """Greedy continuation of each prompt (token ids starting with BOS); see `generate_requests`."""
-    return generate_requests(
-        model,
-        prompts_ids,
-        max_new_tokens=max_new_tokens,
-        max_len=max_len,
-        stop_ids=stop_ids,
-        stop_when=stop_when,
-        batch_size=batch_size,
-        pad_id=pad_id,
-        batch_tokens=batch_tokens,
-        kv_cache=kv_cache,
-    )[0]
+def greedy_generate(model: Model, prompts_ids: Sequence[Sequence[int]], **options: Any) -> list[list[int]]:
+    """`generate_requests` (its keyword options, its checks) without the count of prompts cut."""
+    return generate_requests(model, prompts_ids, **options)[0]
 
 
 def generate_requests(
