@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.cli.sweepfile import load_and_expand
 from orchestrator.spec.overrides import parse_overrides
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -114,7 +115,7 @@ def two_seeds(path: Path, trials: int) -> int:
 
 
 @pytest.mark.parametrize("file", sorted(SHIPPED))
-def test_shipped_sweep_smoke_and_report(file, tmp_path, shared_ray):
+def test_shipped_sweep_smoke_and_report(file, tmp_path, shared_ray, capsys, monkeypatch):
     name, trials, configurations, columns, figures = SHIPPED[file]
     launched = two_seeds(ROOT / "sweeps" / file, trials)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -136,22 +137,11 @@ def test_shipped_sweep_smoke_and_report(file, tmp_path, shared_ray):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert f"{name}-smoke: {launched} finished" in run.stdout
     out = tmp_path / "report"
-    report = cli(
-        "report",
-        f"{name}-smoke",
-        "--format",
-        "md",
-        "--metrics",
-        ",".join(columns),
-        "--tracking-uri",
-        uri,
-        "--out",
-        str(out),
-        cwd=tmp_path,
-        timeout=300,
+    monkeypatch.chdir(tmp_path)  # the report in this process (what the command does, not its process)
+    code, md, err = run_cli(
+        capsys, "report", f"{name}-smoke", "--format", "md", "--metrics", ",".join(columns), "--tracking-uri", uri, "--out", out
     )
-    assert report.returncode == 0, report.stderr
-    md = report.stdout
+    assert code == 0, err
     for configuration in configurations:
         assert f"| {configuration} " in md, configuration
     for column in columns:
