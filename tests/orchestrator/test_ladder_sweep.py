@@ -1,4 +1,4 @@
-"""A ladder sweep on a real local Ray with a real MLflow store: every trial logs its compute, the
+"""A ladder sweep on a real Ray (the session's, on loopback) with a real MLflow store: every trial logs its compute, the
 report fits the ladder and prints it as JSON, and promotion across rungs stops an arm that is
 worse than the baseline, recording why, and resumes to the same decisions."""
 
@@ -24,7 +24,8 @@ LADDER_BASE = {
 }
 
 
-def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, no_ray_left_behind):
+def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, shared_ray, no_ray_left_behind):
+    """The launch and its resume join the session's Ray (`shared_ray`); nothing they start outlives them."""
     # the second arm's learning rate is a million times too small: it learns nothing at any rung
     f = write_sweep(
         tmp_path,
@@ -37,7 +38,7 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, n
     plan = sweep_cli("plan", str(f), cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "ladder: 4 rungs" in plan.stdout and "compute span of the ladder" in plan.stdout
-    out = sweep_cli("run", str(f), cwd=tmp_path, timeout=900)
+    out = sweep_cli("run", str(f), "--address", shared_ray, cwd=tmp_path, timeout=900)
     log = out.stdout + out.stderr
     assert out.returncode == 0, log
     assert "ladder stage 1/2: rung(s) d16-l1, d32-l1, d48-l1, 12 trials" in log
@@ -89,7 +90,7 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, n
     assert any("not promoted" in u["reason"] for u in doc["unfinished"])
 
     # a resume takes the same decisions and trains nothing again
-    again = sweep_cli("resume", "lad", cwd=tmp_path, timeout=600)
+    again = sweep_cli("resume", "lad", "--address", shared_ray, cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "G1-elementwise lr=1e-08 stops" in again.stdout
     assert sum(1 for r in children(sqlite_store(tmp_path), "lad") if r.info.status == "FINISHED") == 14

@@ -1,13 +1,24 @@
 """The shipped science sweeps run end to end at reduced steps (`--smoke`), and their reports have
-the columns and figures their README tables are read from."""
+the columns and figures their README tables are read from.
+
+Every cell of each file is expanded and validated at smoke size (in-process: cheap); the launch
+runs every distinct cell but its seed, on two seeds (`--grid train.seed=0,1`): a third seed goes
+through the same code as the first two (the report's seed statistics and significance tests need
+two), and trials are most of each test's time. The sweeps join one Ray cluster of the session
+(`shared_ray`): Ray's own start and stop are other tests' subject."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from orchestrator.cli.sweepfile import load_and_expand
+from orchestrator.spec.overrides import parse_overrides
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -24,7 +35,7 @@ TABLE4_VARIANTS = (
 REMEDIES = ("none", "G1-elementwise", "softmax", "softmax1", "learned_sink", "softpick", "sigmoid", "key_bias")
 
 SHIPPED = {
-    # sweep file: (sweep name, trials, cells of the report's configuration rows, its README table's
+    # sweep file: (sweep name, trials of the whole file at smoke size, cells of the report's configuration rows, its README table's
     # columns (the report's --metrics), figures)
     "paper_table4_cpu.yaml": (
         "paper-table4-cpu",
@@ -78,18 +89,44 @@ SHIPPED = {
 }
 
 
+SEEDS = "train.seed=0,1"
+"""The seeds the test launches (the files have 3 or 5)."""
+
+
 def cli(*args: str, cwd: Path, timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+def without_seed(trial) -> str:
+    """A trial's config hash with its seed set to 0: the cell it is but for its seed."""
+    cfg = trial.config
+    return cfg.replace(train=cfg.train.replace(seed=0)).config_hash()
+
+
+def two_seeds(path: Path, trials: int) -> int:
+    """The trials of `path --smoke --grid train.seed=0,1`, checked to be every distinct cell of
+    the whole file (`trials` of them at smoke size, each built and validated) but for its seed."""
+    _, whole = load_and_expand(path, smoke=True)
+    assert len(whole.trials) == trials
+    _, launched = load_and_expand(path, smoke=True, overrides=parse_overrides(grids=[SEEDS]))
+    assert {without_seed(t) for t in launched.trials} == {without_seed(t) for t in whole.trials}
+    assert {t.config.train.seed for t in launched.trials} == {0, 1}
+    return len(launched.trials)
+
+
 @pytest.mark.parametrize("file", sorted(SHIPPED))
-def test_shipped_sweep_smoke_and_report(file, tmp_path):
+def test_shipped_sweep_smoke_and_report(file, tmp_path, shared_ray, capsys, monkeypatch):
     name, trials, configurations, columns, figures = SHIPPED[file]
+    launched = two_seeds(ROOT / "sweeps" / file, trials)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = cli(
         "run",
         str(ROOT / "sweeps" / file),
         "--smoke",
+        "--grid",
+        SEEDS,
+        "--address",
+        shared_ray,
         "--tracking-uri",
         uri,
         "--runs-dir",
@@ -98,24 +135,13 @@ def test_shipped_sweep_smoke_and_report(file, tmp_path):
         timeout=900,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"{name}-smoke: {trials} finished" in run.stdout
+    assert f"{name}-smoke: {launched} finished" in run.stdout
     out = tmp_path / "report"
-    report = cli(
-        "report",
-        f"{name}-smoke",
-        "--format",
-        "md",
-        "--metrics",
-        ",".join(columns),
-        "--tracking-uri",
-        uri,
-        "--out",
-        str(out),
-        cwd=tmp_path,
-        timeout=300,
+    monkeypatch.chdir(tmp_path)  # the report in this process (what the command does, not its process)
+    code, md, err = run_cli(
+        capsys, "report", f"{name}-smoke", "--format", "md", "--metrics", ",".join(columns), "--tracking-uri", uri, "--out", out
     )
-    assert report.returncode == 0, report.stderr
-    md = report.stdout
+    assert code == 0, err
     for configuration in configurations:
         assert f"| {configuration} " in md, configuration
     for column in columns:
@@ -123,7 +149,5 @@ def test_shipped_sweep_smoke_and_report(file, tmp_path):
     assert figures <= {p.name for p in out.glob("*.png")}
     if "ladder" in file:  # the ladder's section, with a fit per arm (smoke losses are what they are)
         assert "## Scaling ladder" in md and "effective-compute multiplier" in md
-        import json
-
         doc = json.loads((out / "report.json").read_text())
         assert [r["rung"] for r in doc["ladder"]["rungs"]] == ["d16-l2", "d32-l2", "d48-l2", "d64-l2", "d80-l2"]

@@ -168,10 +168,10 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
 
 
 @pytest.mark.slow
-def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_sweep(tmp_path):
+def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_sweep(tmp_path, shared_ray):
     """A real launch with --set and --grid: the sweep's stored file (state folder and parent run) is
     the changed file, `resume NAME` continues that sweep (not the file on disk), and the results and
-    the report read its axes in the overridden order."""
+    the report read its axes in the overridden order. Both join the session's Ray (`shared_ray`)."""
     import subprocess
     import sys
 
@@ -180,7 +180,7 @@ def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_swe
     src = tmp_path / "s.yaml"
     src.write_text(yaml.safe_dump({"name": "s", "base": {**BASE, "train": {"steps": 500, "eval_every": 0}}, "grid": {"train.seed": [0]}}))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    common = ["--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs")]
+    common = ["--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs"), "--address", shared_ray]
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path, capture_output=True, text=True, timeout=900)

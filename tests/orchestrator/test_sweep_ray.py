@@ -1,6 +1,8 @@
 """Sweeps on a real local Ray with a real MLflow SQLite store: parent/child runs, failures,
 retries after a killed worker, a killed driver resumed, skip-finished, Optuna with ASHA,
-multi-worker trials and a two-node cluster. Every Ray process a test starts is stopped by pid."""
+multi-worker trials and a two-node cluster. Every Ray process a test starts is stopped by pid.
+Tests whose subject is the sweep, not Ray's own start and stop, join the session's Ray
+(`shared_ray`, conftest.py): a local start and stop cost seconds each."""
 
 from __future__ import annotations
 
@@ -25,14 +27,14 @@ from .conftest import loopback_cluster
 pytestmark = pytest.mark.slow
 
 
-def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left_behind):
+def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, shared_ray, no_ray_left_behind):
     f = write_sweep(
         tmp_path,
         "grid",
         base={"train": {"grad_clip": 0.0}},
         zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}],
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), "--address", shared_ray, cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
     assert "Traceback" not in out.stdout
     assert "2 finished, 1 failed" in out.stdout
@@ -78,7 +80,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     )
     plan = sweep_cli("plan", str(g), cwd=tmp_path)
     assert "2 already finished in the store, 0 to run" in plan.stdout
-    again = sweep_cli("run", str(g), cwd=tmp_path)
+    again = sweep_cli("run", str(g), "--address", shared_ray, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 already finished, 0 to run" in again.stdout and "Ray:" not in again.stdout
     assert len(children(c, "again")) == 0  # no new runs; the finished ones are tagged as reused
@@ -87,7 +89,7 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert all(r.data.tags["gatesweep.kind"] == "trial" for r in kids)  # `kind = 'trial'` leaves the parents out
     # running it once more leaves no empty parent behind: its latest launch has every trial already
     first_parent = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
-    once_more = sweep_cli("run", str(g), cwd=tmp_path)
+    once_more = sweep_cli("run", str(g), "--address", shared_ray, cwd=tmp_path)
     assert once_more.returncode == 0, once_more.stdout + once_more.stderr
     assert "nothing to run, no new parent run" in once_more.stdout and first_parent[0].info.run_id in once_more.stdout
     parents = [r for r in runs_of(c, "again") if r.data.tags.get("gatesweep.kind") == "sweep"]
@@ -95,11 +97,11 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, no_ray_left
     assert "compare: gatesweep report again" in once_more.stdout and "Traceback" not in once_more.stderr
 
 
-def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, no_ray_left_behind):
+def test_killed_worker_is_retried_into_the_same_run_from_its_checkpoint(tmp_path, shared_ray, no_ray_left_behind):
     f = write_sweep(
         tmp_path, "retry", retries=2, base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}}
     )
-    driver = start_sweep("run", str(f), cwd=tmp_path)
+    driver = start_sweep("run", str(f), "--address", shared_ray, cwd=tmp_path)
 
     def trial_pid() -> int | None:
         if list((tmp_path / "runs").glob("sweeps/retry/trials/*/checkpoints/step*/COMPLETE")):
@@ -189,7 +191,7 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
     assert not ray_processes(state["ray_session_dir"], state.get("ray_node_id")), "the killed driver's Ray was stopped"
 
 
-def test_optuna_with_asha(tmp_path, no_ray_left_behind):
+def test_optuna_with_asha(tmp_path, shared_ray, no_ray_left_behind):
     f = write_sweep(
         tmp_path,
         "opt",
@@ -204,7 +206,7 @@ def test_optuna_with_asha(tmp_path, no_ray_left_behind):
         },
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": 40, "reduction_factor": 2},
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), "--address", shared_ray, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     c = sqlite_store(tmp_path)
     kids = children(c, "opt")
