@@ -150,6 +150,7 @@ def run_ppl(b: Bench) -> dict[str, float]:
         def do_ppl(name=name) -> dict[str, float]:
             t0 = time.perf_counter()
             windows = heldout_windows(name, tokenizer, train_len, cfg.data.val_fraction)
+            windows = windows[: ev.ppl_windows] if ev.ppl_windows else windows
             batches = (windows[i : i + ev.batch_size] for i in range(0, len(windows), ev.batch_size))
             p = perplexity(b.model, batches, tokenizer.token_bytes, device=b.device)
             return {f"ppl/{_set_name(name)}": p.ppl, f"bpb/{_set_name(name)}": p.bpb, "eval_time_s/ppl": time.perf_counter() - t0}
@@ -161,6 +162,7 @@ def run_ppl(b: Bench) -> dict[str, float]:
             "set": name,
             "seq_len": train_len,
             "val_fraction": cfg.data.val_fraction,
+            **({"windows": ev.ppl_windows} if ev.ppl_windows else {}),  # the whole split keeps its old cache key
         }
         res, _ = cached(key, do_ppl)
         t_all += res.pop("eval_time_s/ppl", 0.0)  # the time of the evaluation itself, also on a cache hit

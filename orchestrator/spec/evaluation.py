@@ -181,6 +181,9 @@ class EvalConfig(Config):
     ppl_sets: list[str] = field(default_factory=list)
     """Held-out perplexity on named sets (each offline corpus's validation split, or a local
     file): logged as ppl/<set> and bpb/<set>."""
+    ppl_windows: int = 0
+    """At most this many held-out windows per perplexity set, from its start (0: all of them, the
+    whole validation split; `--smoke` scores one batch)."""
 
     LIMITS = Limits(
         {
@@ -189,6 +192,7 @@ class EvalConfig(Config):
             "probe_sequences": (1, 4096),
             "sink_eps": (0, 1),
             "sink_tokens": (1, MAX_LEN),
+            "ppl_windows": (0, 10_000_000),
         }
     )
 

@@ -144,7 +144,7 @@ def apply_smoke(spec: SweepSpec, steps: int = 4) -> SweepSpec:
     smoke = {
         # no warmup: a WSD-S schedule's decays of 4 steps end at steps 1, 2 and 4, each after the warmup
         "train": {"steps": steps, "eval_every": 0, "log_every": 1, "checkpoint_every": 0, "warmup_steps": 0},
-        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4},
+        "eval": {"batches": 1, "batch_size": 4, "probe_sequences": 4, "ppl_windows": 4},
     }
     fixed = {f"{section}.{key}": value for section, values in smoke.items() for key, value in values.items()}
     grid = {path: ([fixed[path]] if path in fixed else values) for path, values in spec.grid.items()}

@@ -97,3 +97,37 @@ def test_benchmarks_need_text(tmp_path):
 
     with pytest.raises(ConfigError, match="eval.tasks.names: needs a text data source"):
         TrialConfig.from_dict({"data": {"source": "bigram-backcopy"}, "eval": {"tasks": {"names": ["piqa"]}}})
+
+
+@pytest.mark.parametrize("limit, scored", [(0, list(range(10))), (4, [0, 1, 2, 3]), (99, list(range(10)))])
+def test_ppl_windows_scores_the_first_windows_only_and_keys_the_cache_by_it(monkeypatch, limit, scored):
+    """`eval.ppl_windows` (what --smoke sets: the paper_text smoke scored three whole validation
+    splits per trial) takes the split's first windows; 0 keeps the whole split and its old cache key."""
+    from types import SimpleNamespace
+
+    from orchestrator.evals import benchmarks as bm
+
+    seen: list[list[int]] = []
+    keys: list[dict] = []
+    monkeypatch.setattr(bm, "heldout_windows", lambda name, tok, seq_len, frac: list(range(10)))
+    monkeypatch.setattr(
+        bm,
+        "perplexity",
+        lambda model, batches, token_bytes, device: seen.append([w for b in batches for w in b]) or SimpleNamespace(ppl=2.0, bpb=1.0),
+    )
+    monkeypatch.setattr(bm, "cached", lambda key, fn: (keys.append(key) or fn(), False))
+    cfg = text_trial(ppl_windows=limit)
+    bench = bm.Bench(model=None, tokenizer=SimpleNamespace(token_bytes=None), trial_cfg=cfg, device="cpu")
+    bench.__dict__.update(weights="w", tok_id="t")  # the cached properties, without a model to hash
+    out = bm.run_ppl(bench)
+    assert seen == [scored] and out["ppl/kjv"] == 2.0
+    assert keys[0].get("windows") == (limit or None)
+
+
+def test_smoke_scores_one_batch_of_each_perplexity_set():
+    from orchestrator.spec.sweep import SweepSpec, apply_smoke
+
+    spec = SweepSpec.from_dict(
+        {"name": "p", "base": {"data": {"source": "shakespeare", "tokenizer": "byte"}, "eval": {"ppl_sets": ["kjv"]}}}
+    )
+    assert apply_smoke(spec).base["eval"]["ppl_windows"] == 4 and spec.base["eval"].get("ppl_windows") is None
