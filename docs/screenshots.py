@@ -39,23 +39,12 @@ ROOT = DOCS.parent
 IMG = DOCS / "img"
 MANIFEST = IMG / "screenshots.json"
 REFRESH = ".venv/bin/python docs/screenshots.py"
+MLFLOW_VIEW_SOURCES = [f"orchestrator/tracking/views/{m}.py" for m in ("chart_view", "groups", "links", "saved")]
+MLFLOW_VIEW_SOURCES += ["sweeps/hello.yaml", "docs/screenshots.py"]
+"""What the two MLflow pictures are drawn from: the saved view's modules, the sweep, this script."""
 SOURCES: dict[str, list[str]] = {
-    "mlflow-runs-grouped.png": [
-        "orchestrator/tracking/views/chart_view.py",
-        "orchestrator/tracking/views/groups.py",
-        "orchestrator/tracking/views/links.py",
-        "orchestrator/tracking/views/saved.py",
-        "sweeps/hello.yaml",
-        "docs/screenshots.py",
-    ],
-    "mlflow-runs-charts.png": [
-        "orchestrator/tracking/views/chart_view.py",
-        "orchestrator/tracking/views/groups.py",
-        "orchestrator/tracking/views/links.py",
-        "orchestrator/tracking/views/saved.py",
-        "sweeps/hello.yaml",
-        "docs/screenshots.py",
-    ],
+    "mlflow-runs-grouped.png": MLFLOW_VIEW_SOURCES,
+    "mlflow-runs-charts.png": MLFLOW_VIEW_SOURCES,
     "report-html.png": [
         "dashboards/html.py",
         "dashboards/cells.py",
