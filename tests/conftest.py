@@ -19,9 +19,14 @@ import orchestrator.tracking.store  # noqa: F401
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
-    """Tokenised corpora and bigram tables are cached per test session, not in ~/.cache."""
+    """Tokenised corpora and bigram tables are cached per test run, not in ~/.cache. Under
+    pytest-xdist the workers share one cache (the folder above each worker's own): the cache's
+    lock lets one of them build a corpus while the other waits, as two trials of a sweep do."""
     if "GATESWEEP_CACHE" not in os.environ:
-        os.environ["GATESWEEP_CACHE"] = str(tmp_path_factory.mktemp("gatesweep-cache"))
+        base = tmp_path_factory.getbasetemp()
+        shared = base.parent / "gatesweep-cache" if os.environ.get("PYTEST_XDIST_WORKER") else base / "gatesweep-cache"
+        shared.mkdir(exist_ok=True)
+        os.environ["GATESWEEP_CACHE"] = str(shared)
     yield
 
 
@@ -35,6 +40,37 @@ def _environment_restored():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _ignored_signals() -> int:
+    """This process's mask of ignored signals as the kernel holds it (Linux; 0 elsewhere): a
+    library's C code can ignore a signal behind Python's back, and `signal.getsignal` would not say."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1], 16) for line in fh if line.startswith("SigIgn:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored(request):
+    """Each test starts with the signal handlers the test before it found: a test whose library
+    leaves SIGINT ignored (set in C, where `signal.getsignal` does not see it) would make every
+    later subprocess of its worker ignore Ctrl-C (they inherit it) and a later Ctrl-C test fail
+    for nothing it did. The handlers are put back, at the kernel too, and the test is named."""
+    import signal
+    import warnings
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    saved, ignored = {sig: signal.getsignal(sig) for sig in sigs}, _ignored_signals()
+    yield
+    now = _ignored_signals()
+    changed = [signal.Signals(sig).name for sig in sigs if signal.getsignal(sig) is not saved[sig] or (now ^ ignored) >> (sig - 1) & 1]
+    if changed:
+        for sig in sigs:
+            if saved[sig] is not None:
+                signal.signal(sig, saved[sig])  # sigaction: the kernel's disposition too
+        warnings.warn(f"{request.node.nodeid} left {', '.join(changed)} changed; put back for the next test", stacklevel=1)
 
 
 @pytest.fixture(scope="session")
@@ -88,12 +124,36 @@ def has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # the slow tests first: under pytest-xdist the minutes-long ones start at once and the quick
+    # ones fill the gaps at the end, instead of one worker finishing a long test alone
+    items.sort(key=lambda item: "slow" not in item.keywords)
+    for item in items:
+        _keep_shared_fixtures_on_one_worker(item)
     if has_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+SHARED_ONCE = ("store",)
+"""Session fixtures too costly to build once per xdist worker (the dashboards' real sweeps)."""
+
+
+def _keep_shared_fixtures_on_one_worker(item) -> None:
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, the README's command) a session fixture is
+    built once per worker, a module one once per worker that runs one of the module's tests: the
+    tests that share a costly session fixture (`SHARED_ONCE`) or a module- or class-scoped one
+    (a trained sweep, a browser) go to one worker, so it is built once; every other test goes to
+    whichever worker is free. Without xdist the mark does nothing."""
+    shared = [name for name in SHARED_ONCE if name in item.fixturenames]
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    if shared:
+        item.add_marker(pytest.mark.xdist_group(f"fixture-{shared[0]}"))
+    elif any(d[-1].scope in ("module", "class", "package") for d in defs if d):
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 # ---- PostgreSQL and `mlflow server` on it (tests/services/postgres.py, mlflow_server.py) -------

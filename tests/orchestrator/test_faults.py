@@ -1,5 +1,6 @@
 """Fault injection with real processes: a full disk (a file-size quota), a tampered checkpoint,
-an unwritable runs folder, and a real `mlflow server` on 127.0.0.1 stopped for 30 s mid-sweep."""
+an unwritable runs folder, and a real `mlflow server` on 127.0.0.1 stopped for 10 s mid-sweep (longer than the
+client's whole retry budget of about 3 s, so the trial buffers and says so)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,7 @@ def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
 
 # ---- MLflow server outage ------------------------------------------------------------------
 @pytest.mark.slow
-def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
+def test_mlflow_server_down_for_10s_mid_sweep_loses_no_metric(tmp_path):
     server = MlflowServer(tmp_path)
     server.start()
     uri = f"http://127.0.0.1:{server.port}"
@@ -124,7 +125,7 @@ def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
         "base": {
             "model": {"size": "bigram-1l"},
             "data": {"seq_len": 64},
-            "train": {"steps": 1600, "batch_size": 32, "eval_every": 200, "log_every": 10, "warmup_steps": 10},
+            "train": {"steps": 1000, "batch_size": 32, "eval_every": 200, "log_every": 10, "warmup_steps": 10},
             "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
         },
         "tracking": {"experiment": "outage"},
@@ -153,8 +154,9 @@ def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
             time.sleep(0.5)
         assert run_id, (tmp_path / "driver.log").read_text()
         server.stop()
-        time.sleep(30)
+        time.sleep(10)
         server.start()
+        assert driver.poll() is None, "the sweep ended during the outage: make its trial longer"
         assert driver.wait(timeout=400) == 0, (tmp_path / "driver.log").read_text()
     finally:
         if driver.poll() is None:
@@ -165,6 +167,6 @@ def test_mlflow_server_down_for_30s_mid_sweep_loses_no_metric(tmp_path):
         finally:
             server.stop()
     steps = [m.step for m in history]
-    assert sorted(steps) == list(range(10, 1601, 10)), "every point arrived exactly once"
+    assert sorted(steps) == list(range(10, 1001, 10)), "every point arrived exactly once"
     text = (tmp_path / "driver.log").read_text()
     assert "unreachable" in text, text[-3000:]

@@ -6,7 +6,7 @@ has a whole checkpoint in the bucket, the raylet of its node and every process o
 killed with SIGKILL: the trial is retried on the other node, from its last checkpoint downloaded
 from the bucket, in the same MLflow run, every train/loss point exactly once.
 
-Then a local sweep whose store is paused (SIGSTOP) for 30 s mid-trial: the upload of the next
+Then a local sweep whose store is paused (SIGSTOP) for 10 s mid-trial: the upload of the next
 checkpoint waits (pyarrow's request stays open, the retry loop backs off when one fails), training
 resumes when the store does, and nothing is lost."""
 
@@ -147,7 +147,7 @@ def test_a_lost_node_resumes_its_trial_on_the_other_node_from_the_bucket(tmp_pat
             shutil.rmtree(Path(node_env[ip]["TMPDIR"]).parent, ignore_errors=True)
 
 
-def test_the_store_down_for_30_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_left_behind):
+def test_the_store_down_for_10_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_left_behind):
     import subprocess
     import sys
 
@@ -180,7 +180,7 @@ def test_the_store_down_for_30_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_le
     s3.pause()
     t_pause = time.time()
     try:
-        time.sleep(30)
+        time.sleep(10)
     finally:
         s3.resume()
     t_resume = time.time()
@@ -198,5 +198,5 @@ def test_the_store_down_for_30_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_le
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
     stall = gaps[-1]
     print(f"\nstore paused {t_resume - t_pause:.1f} s: longest gap between points {stall:.1f} s (median {gaps[len(gaps) // 2]:.2f} s)")
-    assert stall < 30 + 60, "training waited for the store, then went on"
+    assert 10 <= stall < 10 + 60, "training waited for the store, then went on"
     no_secret_in((tmp_path / "driver.log").read_text())

@@ -139,7 +139,7 @@ def test_bar_on_a_terminal_with_event_lines_above_it():
     out = io.StringIO()
     clock = Clock()
     plan = [Work(f"t{i}", 100, 1, key=f"h{i}") for i in range(5)]
-    b = SweepProgress(plan, concurrency=2, display=BarDisplay(out, refresh_s=1.0), clock=clock)
+    b = SweepProgress(plan, concurrency=2, display=BarDisplay(out, refresh_s=1.0, columns=lambda: 100), clock=clock)
     b.start("a", plan[0])
     clock.t += 12
     b.report("a", 50)
