@@ -15,6 +15,7 @@ import pytest
 # MLflow's HTTP retry settings gatesweep sets when its tracking package is first imported: set
 # before any test's environment is saved, so `_environment_restored` keeps them for every test
 import orchestrator.tracking.store  # noqa: F401
+from tests.support.ray import loopback_cluster
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,35 +43,66 @@ def _environment_restored():
         os.environ.update(saved)
 
 
-def _ignored_signals() -> int:
-    """This process's mask of ignored signals as the kernel holds it (Linux; 0 elsewhere): a
-    library's C code can ignore a signal behind Python's back, and `signal.getsignal` would not say."""
+def _signal_state() -> tuple[int, int]:
+    """This thread's blocked signals and the process's ignored ones as the kernel holds them
+    (Linux; (0, 0) elsewhere): a library's C code can block or ignore a signal behind Python's
+    back, and `signal.getsignal` would not say."""
+    masks = {}
     try:
-        with open("/proc/self/status") as fh:
-            return next(int(line.split()[1], 16) for line in fh if line.startswith("SigIgn:"))
-    except (OSError, StopIteration, ValueError):
-        return 0
+        with open("/proc/thread-self/status") as fh:
+            masks = {k: int(v, 16) for k, v in (line.split(":", 1) for line in fh if line.startswith(("SigBlk:", "SigIgn:")))}
+    except (OSError, ValueError):
+        pass
+    return masks.get("SigBlk", 0), masks.get("SigIgn", 0)
 
 
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored(request):
-    """Each test starts with the signal handlers the test before it found: a test whose library
-    leaves SIGINT ignored (set in C, where `signal.getsignal` does not see it) would make every
-    later subprocess of its worker ignore Ctrl-C (they inherit it) and a later Ctrl-C test fail
-    for nothing it did. The handlers are put back, at the kernel too, and the test is named."""
+    """Each test starts with SIGINT, SIGTERM and SIGHUP as the test run found them: handled by
+    Python, not ignored, not blocked. A test whose library left one blocked or ignored (in C,
+    where `signal.getsignal` does not see it) would make every later subprocess of its worker
+    deaf to Ctrl-C (children inherit both) and a later Ctrl-C test fail for nothing it did. The
+    state is put back before every test, at the kernel too, and a test that changed it is named."""
     import signal
     import warnings
 
     sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    saved, ignored = {sig: signal.getsignal(sig) for sig in sigs}, _ignored_signals()
+    bits = sum(1 << (sig - 1) for sig in sigs)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+    for sig, handler in _FIRST_HANDLERS.items():
+        signal.signal(sig, handler)  # sigaction: the kernel's disposition too
+    before = ({sig: signal.getsignal(sig) for sig in sigs}, _signal_state())
     yield
-    now = _ignored_signals()
-    changed = [signal.Signals(sig).name for sig in sigs if signal.getsignal(sig) is not saved[sig] or (now ^ ignored) >> (sig - 1) & 1]
-    if changed:
-        for sig in sigs:
-            if saved[sig] is not None:
-                signal.signal(sig, saved[sig])  # sigaction: the kernel's disposition too
-        warnings.warn(f"{request.node.nodeid} left {', '.join(changed)} changed; put back for the next test", stacklevel=1)
+    after = ({sig: signal.getsignal(sig) for sig in sigs}, _signal_state())
+    handlers = [signal.Signals(sig).name for sig in sigs if after[0][sig] is not before[0][sig]]
+    blocked, ignored = ((a ^ b) & bits for a, b in zip(after[1], before[1]))
+    if handlers or blocked or ignored:
+        warnings.warn(
+            f"{request.node.nodeid} left signals changed (handlers {handlers}, blocked mask {blocked:#x}, ignored mask {ignored:#x}); "
+            "put back for the next test",
+            stacklevel=1,
+        )
+
+
+def _first_handlers() -> dict:
+    import signal
+
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not None}
+
+
+_FIRST_HANDLERS = _first_handlers()
+"""The handlers the test run started with (pytest's process or an xdist worker's)."""
+
+
+@pytest.fixture(scope="session")
+def shared_ray():
+    """One Ray cluster for the session (a head on 127.0.0.2 with this machine's cores, usage
+    stats off, stopped by pid at the end), whose address sweeps join with `--address` where the
+    test is about the sweep, not about Ray's own start and stop: each local start costs seconds.
+    Every sweep is its own Ray job, so no worker or actor outlives the sweep that started it."""
+    cores = str(len(os.sched_getaffinity(0)))
+    with loopback_cluster(8100, head_args=("--num-cpus", cores)) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")

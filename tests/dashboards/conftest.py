@@ -1,8 +1,8 @@
 """One real sweep per test session, shared by the dashboards tests.
 
 A tiny Bigram-Backcopy grid (gate none / G1 x seeds 0, 1) plus one diverging cell (lr 1e10,
-no clipping, seed 0, gate none) that FAILS, launched through the real CLI on a local Ray into a
-SQLite store, ~40-60 s. Then a second sweep over the same four finished cells, which reuses them
+no clipping, seed 0, gate none) that FAILS, launched through the real CLI on the session's Ray
+(`shared_ray`) into a SQLite store, ~40-60 s. Then a second sweep over the same four finished cells, which reuses them
 (`gatesweep.also_in.<name>` tags) without training anything.
 """
 
@@ -47,7 +47,7 @@ class Store:
 
 
 @pytest.fixture(scope="session")
-def store(tmp_path_factory) -> Store:
+def store(tmp_path_factory, shared_ray) -> Store:
     root = tmp_path_factory.mktemp("dashboards-store")
     db = root / "mlflow.db"
     uri = f"sqlite:///{db}"
@@ -55,7 +55,7 @@ def store(tmp_path_factory) -> Store:
     for doc in (SWEEP, REUSE):
         path = root / f"{doc['name']}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        out = gatesweep("run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, cwd=root, timeout=900)
+        out = gatesweep("run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, "--address", shared_ray, cwd=root, timeout=900)
         logs.append(out.stdout + out.stderr)
         expected = 1 if doc is SWEEP else 0  # the diverging cell fails the first sweep
         assert out.returncode == expected, out.stdout + out.stderr

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
-import sys
-import tempfile
 import time
 
 import psutil
 import pytest
 
-from orchestrator.ray.cluster import kill_processes, ray_processes
+from orchestrator.ray.cluster import kill_processes
 
 TAG = "GATESWEEP_TEST_TAG"
 
@@ -61,57 +57,3 @@ def no_ray_left_behind(monkeypatch):
     names = [(p.pid, p.name()) for p in left if p.is_running()]
     kill_processes(left)
     assert not names, f"processes left behind: {names}"
-
-
-#: `ray start` with the head guard installed: no cloud-metadata probe from the head (orchestrator/runtime/netpolicy.py)
-RAY_CLI = [sys.executable, "-m", "orchestrator.runtime.ray_cli"]
-
-
-@contextlib.contextmanager
-def loopback_cluster(
-    port_base: int, *workers: str, head_args: tuple[str, ...] = ("--num-cpus", "1"), node_env: dict[str, dict[str, str]] | None = None
-):
-    """A Ray head on the loopback alias 127.0.0.2 (Ray rewrites 127.0.0.1 to the machine's address,
-    not 127.0.0.2/3), plus one worker node per address in `workers`; yields the head's address and
-    stops every process of the cluster by pid afterwards. `node_env`: extra variables of each
-    node's `ray start` by its address (e.g. its own GATESWEEP_SCRATCH and TMPDIR)."""
-    temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = port_base + os.getpid() % 500
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
-
-    def ray(*args: str) -> None:
-        address = args[args.index("--node-ip-address") + 1]
-        node = {**env, **(node_env or {}).get(address, {})}
-        subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], check=True, env=node, capture_output=True, timeout=120)
-
-    try:
-        ray(
-            "start",
-            "--head",
-            "--node-ip-address",
-            "127.0.0.2",
-            "--port",
-            str(port),
-            "--include-dashboard",
-            "false",
-            "--temp-dir",
-            temp,
-            *head_args,
-        )
-        for address in workers:
-            ray("start", "--address", f"127.0.0.2:{port}", "--node-ip-address", address, "--num-cpus", "1")
-        yield f"127.0.0.2:{port}"
-    finally:
-        kill_processes(ray_processes(temp))
-        assert not ray_processes(temp)
-
-
-@pytest.fixture(scope="session")
-def shared_ray():
-    """One Ray cluster for the session (a head on 127.0.0.2 with this machine's cores, usage
-    stats off, stopped by pid at the end), whose address sweeps join with `--address` where the
-    test is about the sweep, not about Ray's own start and stop: each local start costs seconds.
-    Every sweep is its own Ray job, so no worker or actor outlives the sweep that started it."""
-    cores = str(len(os.sched_getaffinity(0)))
-    with loopback_cluster(8100, head_args=("--num-cpus", cores)) as address:
-        yield address

@@ -1,5 +1,7 @@
-"""Faults a real ablation meets, on a real local Ray with a real MLflow store (issue 12):
-diverging trials under ASHA and Optuna, scheduler stops at every reporting point, trials that fail
+"""Faults a real ablation meets, on a real Ray with a real MLflow store (issue 12): the session's
+shared Ray where the test is about the sweep, a local one of the sweep's own where it is about
+Ray's start and stop (signals, a second driver, a stale lock). Diverging trials under ASHA and
+Optuna, scheduler stops at every reporting point, trials that fail
 before training, a second driver on the same sweep, SIGTERM / SIGHUP, damaged state files,
 edited sweep files on resume, and the COMPLETE marker written only after the step's evaluation."""
 
@@ -16,10 +18,9 @@ import yaml
 
 from tests.support.cli import gatesweep, start_sweep, sweep_cli
 from tests.support.mlflow import children, runs_of, sqlite_store, steps
+from tests.support.ray import loopback_cluster
 from tests.support.sweeps import write_sweep
 from tests.support.wait import wait_until
-
-from .conftest import loopback_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +37,7 @@ def retries_in(out) -> int:
 
 
 # ---- 1. divergence does not end ASHA or Optuna sweeps -------------------------------------------
-def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray_left_behind):
+def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, shared_ray, no_ray_left_behind):
     f = write_sweep(
         tmp_path,
         "div-asha",
@@ -46,7 +47,7 @@ def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray
         resources={"max_concurrent": 1},
         retries=3,
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path, address=shared_ray)
     assert out.returncode == 1, out.stdout + out.stderr  # a trial failed; the sweep went on
     assert "Traceback" not in out.stdout + out.stderr
     assert retries_in(out) == 0, "a diverged trial is never retried"
@@ -64,7 +65,7 @@ def test_diverging_trials_under_asha_leave_the_grid_sweep_going(tmp_path, no_ray
     assert "[diverged]" in out.stdout
 
 
-def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left_behind):
+def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, shared_ray, no_ray_left_behind):
     """Half the learning-rate range diverges (lr > ~1 with no clipping): those samples fail,
     Optuna records them as failed, and every sample still runs."""
     f = write_sweep(
@@ -84,7 +85,7 @@ def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "reduction_factor": 2},
         retries=2,
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path, address=shared_ray)
     assert "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
     c = sqlite_store(tmp_path)
     kids = children(c, "div-opt")
@@ -100,7 +101,7 @@ def test_diverging_samples_do_not_end_an_optuna_asha_sweep(tmp_path, no_ray_left
     assert parent_of(c, "div-opt").info.status == "FINISHED"
 
 
-def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_path, no_ray_left_behind):
+def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_path, shared_ray, no_ray_left_behind):
     """n_kv_heads 2 does not divide n_heads 3; Optuna's int range [2, 4] only says so when it samples 3."""
     f = write_sweep(
         tmp_path,
@@ -117,7 +118,7 @@ def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_pat
         },
         retries=3,
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path, address=shared_ray)
     assert "Traceback" not in out.stdout + out.stderr
     c = sqlite_store(tmp_path)
     kids = children(c, "badcfg")
@@ -132,7 +133,7 @@ def test_a_sampled_config_that_does_not_validate_is_recorded_not_retried(tmp_pat
 
 # ---- 2. a scheduler stop keeps every point, whatever the timing ---------------------------------
 @pytest.mark.parametrize("max_t", [10, 20])
-def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_left_behind, max_t):
+def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, shared_ray, no_ray_left_behind, max_t):
     """ASHA stops every trial when it reaches max_t: at the first reporting point (10) or the
     second (20) of a 30-step run. Four trials on two slots, actors reused, as in real sweeps."""
     f = write_sweep(
@@ -143,7 +144,7 @@ def test_asha_stop_at_each_reporting_point_keeps_every_metric(tmp_path, no_ray_l
         scheduler={"type": "asha", "metric": "val_loss", "grace_period": 10, "max_t": max_t, "reduction_factor": 2},
         resources={"max_concurrent": 2},
     )
-    out = sweep_cli("run", str(f), cwd=tmp_path)
+    out = sweep_cli("run", str(f), cwd=tmp_path, address=shared_ray)
     assert out.returncode == 0, out.stdout + out.stderr
     c = sqlite_store(tmp_path)
     kids = children(c, f"stop{max_t}")
@@ -355,23 +356,23 @@ def test_a_damaged_state_file_is_refused_in_one_line(tmp_path, case):
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
-def test_resume_with_an_edited_sweep_file(tmp_path, no_ray_left_behind):
+def test_resume_with_an_edited_sweep_file(tmp_path, shared_ray, no_ray_left_behind):
     f = write_sweep(tmp_path, "edit", grid={"model.gate.position": ["none"]}, base={"train": {"steps": 6, "eval_every": 0}})
-    assert sweep_cli("run", str(f), cwd=tmp_path).returncode == 0
+    assert sweep_cli("run", str(f), cwd=tmp_path, address=shared_ray).returncode == 0
     doc = yaml.safe_load(f.read_text())
     doc["base"]["train"]["steps"] = 8
     f.write_text(yaml.safe_dump(doc))
-    out = sweep_cli("resume", str(f), cwd=tmp_path)
+    out = sweep_cli("resume", str(f), cwd=tmp_path, address=shared_ray)
     assert out.returncode == 2 and "base.train.steps: 6 -> 8" in out.stderr and "--force" in out.stderr, out.stderr
-    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path)
+    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path, address=shared_ray)
     assert out.returncode == 2 and "changes or removes 1 launched trial" in out.stderr, out.stderr
-    named = sweep_cli("resume", "edit", cwd=tmp_path)
+    named = sweep_cli("resume", "edit", cwd=tmp_path, address=shared_ray)
     assert named.returncode == 0, named.stdout + named.stderr
     assert "changed since launch (base.train.steps: 6 -> 8)" in named.stdout and "stored copy" in named.stdout
     doc["base"]["train"]["steps"] = 6
     doc["grid"]["model.gate.position"] = ["none", "G1"]  # adds a cell, keeps the launched one
     f.write_text(yaml.safe_dump(doc))
-    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path)
+    out = sweep_cli("resume", str(f), "--force", cwd=tmp_path, address=shared_ray)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "adopting the edited sweep file" in out.stdout and "1 already finished, 1 to run" in out.stdout
     c = sqlite_store(tmp_path)

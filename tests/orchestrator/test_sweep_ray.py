@@ -19,10 +19,9 @@ from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.trial.run import FINAL_METRICS
 from tests.support.cli import start_gatesweep, start_sweep, sweep_cli
 from tests.support.mlflow import children, runs_of, sqlite_store, steps
+from tests.support.ray import loopback_cluster
 from tests.support.sweeps import write_sweep
 from tests.support.wait import wait_until
-
-from .conftest import loopback_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -90,10 +90,12 @@ def start_gatesweep(
     )
 
 
-def sweep_cli(*args: Any, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`gatesweep ARGS` run in `cwd` with its runs folder `cwd/runs` (`plan` takes none)."""
+def sweep_cli(*args: Any, cwd: Path, timeout: float = 600, address: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`gatesweep ARGS` run in `cwd` with its runs folder `cwd/runs` (`plan` takes none); with
+    `address` (the `shared_ray` fixture's), on that Ray cluster instead of a local one of its own."""
     runs = [] if args[0] == "plan" else ["--runs-dir", cwd / "runs"]
-    return gatesweep(*args, *runs, cwd=cwd, timeout=timeout)
+    joined = ["--address", address] if address else []
+    return gatesweep(*args, *runs, *joined, cwd=cwd, timeout=timeout)
 
 
 def start_sweep(*args: Any, cwd: Path) -> subprocess.Popen[bytes]:
