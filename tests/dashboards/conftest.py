@@ -55,7 +55,9 @@ def store(tmp_path_factory, shared_ray) -> Store:
     for doc in (SWEEP, REUSE):
         path = root / f"{doc['name']}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
-        out = gatesweep("run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, "--address", shared_ray, cwd=root, timeout=900)
+        out = gatesweep(
+            "run", str(path), "--runs-dir", str(root / "runs"), "--tracking-uri", uri, "--address", shared_ray, cwd=root, timeout=900
+        )
         logs.append(out.stdout + out.stderr)
         expected = 1 if doc is SWEEP else 0  # the diverging cell fails the first sweep
         assert out.returncode == expected, out.stdout + out.stderr
