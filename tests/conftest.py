@@ -156,9 +156,6 @@ def has_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    # the slow tests first: under pytest-xdist the minutes-long ones start at once and the quick
-    # ones fill the gaps at the end, instead of one worker finishing a long test alone
-    items.sort(key=lambda item: "slow" not in item.keywords)
     for item in items:
         _keep_shared_fixtures_on_one_worker(item)
     if has_gpu():
