@@ -15,6 +15,7 @@ import pytest
 # MLflow's HTTP retry settings gatesweep sets when its tracking package is first imported: set
 # before any test's environment is saved, so `_environment_restored` keeps them for every test
 import orchestrator.tracking.store  # noqa: F401
+from orchestrator.runtime.signals import STOPPING
 from tests.support.ray import loopback_cluster
 
 
@@ -66,7 +67,7 @@ def _signal_handlers_restored(request):
     import signal
     import warnings
 
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    sigs = STOPPING
     bits = sum(1 << (sig - 1) for sig in sigs)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
     for sig, handler in _FIRST_HANDLERS.items():
@@ -87,7 +88,7 @@ def _signal_handlers_restored(request):
 def _first_handlers() -> dict:
     import signal
 
-    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is not None}
+    return {sig: signal.getsignal(sig) for sig in STOPPING if signal.getsignal(sig) is not None}
 
 
 _FIRST_HANDLERS = _first_handlers()
