@@ -57,21 +57,46 @@ def _signal_state() -> tuple[int, int]:
     return masks.get("SigBlk", 0), masks.get("SigIgn", 0)
 
 
+def _as_at_a_terminal() -> dict:
+    """SIGINT, SIGTERM and SIGHUP as a command typed at a terminal gets them: SIGINT raises
+    KeyboardInterrupt, the others have their default action, none blocked.
+
+    A test run started in the background of a non-interactive shell (`cmd &` in a script,
+    `nohup`, some CI runners) inherits SIGINT ignored, and SIGHUP too under nohup. gatesweep
+    keeps an inherited ignore, by design (a shell's background job must not die of the
+    terminal's Ctrl-C), so in such a run every Ctrl-C test would meet a driver that is right
+    to ignore it, and pass or fail by whether an earlier test on its worker happened to put
+    Python's handler back (asyncio does, in the notebook tests). The tests of an ignored SIGINT
+    ignore it themselves."""
+    import signal
+
+    return {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+
+
+def _put_back() -> None:
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
+    for sig, handler in _AT_A_TERMINAL.items():
+        signal.signal(sig, handler)  # sigaction: the kernel's disposition too, not only Python's record
+
+
+_AT_A_TERMINAL = _as_at_a_terminal()
+_put_back()  # the whole run (pytest's process or an xdist worker) starts so, however it was started
+
+
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored(request):
-    """Each test starts with SIGINT, SIGTERM and SIGHUP as the test run found them: handled by
-    Python, not ignored, not blocked. A test whose library left one blocked or ignored (in C,
-    where `signal.getsignal` does not see it) would make every later subprocess of its worker
-    deaf to Ctrl-C (children inherit both) and a later Ctrl-C test fail for nothing it did. The
-    state is put back before every test, at the kernel too, and a test that changed it is named."""
+    """Each test starts with SIGINT, SIGTERM and SIGHUP as at a terminal (`_as_at_a_terminal`),
+    whatever an earlier test on its worker left: a handler of its own, or (in C, where
+    `signal.getsignal` does not see it) a signal blocked or ignored, which every later
+    subprocess would inherit. A test that changed them is named in a warning."""
     import signal
     import warnings
 
     sigs = STOPPING
     bits = sum(1 << (sig - 1) for sig in sigs)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
-    for sig, handler in _FIRST_HANDLERS.items():
-        signal.signal(sig, handler)  # sigaction: the kernel's disposition too
+    _put_back()
     before = ({sig: signal.getsignal(sig) for sig in sigs}, _signal_state())
     yield
     after = ({sig: signal.getsignal(sig) for sig in sigs}, _signal_state())
@@ -83,16 +108,6 @@ def _signal_handlers_restored(request):
             "put back for the next test",
             stacklevel=1,
         )
-
-
-def _first_handlers() -> dict:
-    import signal
-
-    return {sig: signal.getsignal(sig) for sig in STOPPING if signal.getsignal(sig) is not None}
-
-
-_FIRST_HANDLERS = _first_handlers()
-"""The handlers the test run started with (pytest's process or an xdist worker's)."""
 
 
 @pytest.fixture(scope="session")

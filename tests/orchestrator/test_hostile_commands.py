@@ -384,6 +384,25 @@ def test_a_signal_during_a_ray_start_is_held_until_it_is_up():
     assert done == ["recorded"]
 
 
+def test_a_sigint_ignored_on_entry_stays_ignored_and_sigterm_still_stops():
+    """A shell's background job (`gatesweep run ... &` in a script, nohup) inherits SIGINT
+    ignored: the terminal's Ctrl-C is not for it. The sweep keeps it so and still stops on SIGTERM."""
+    from orchestrator.runtime import signals
+
+    terminal = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job starts
+    try:
+        with signals.as_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)  # not acted on: nothing raised
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, terminal)
+
+
 @pytest.mark.slow
 def test_a_full_disk_while_state_json_is_saved_closes_the_parent_and_says_how_to_resume(tmp_path, capsys, monkeypatch, module_uri):
     from mlflow.tracking import MlflowClient
