@@ -204,3 +204,26 @@ def test_an_explicit_dataset_folder_is_read_as_given(tmp_path):
     )
     out = run_tasks(uniform, TOK, ["piqa"], limit=3, max_len=512, batch_size=4, paths={"piqa": str(copy)})
     assert out["piqa/acc_norm"] == pytest.approx(run_tasks(uniform, TOK, ["piqa"], limit=3, max_len=512, batch_size=4)["piqa/acc_norm"])
+
+
+def test_the_task_manager_reads_only_the_tasks_folders_and_finds_what_the_whole_catalogue_does():
+    """Each task's definition is where `HarnessTask.folder` says in this harness (the same file its
+    whole catalogue resolves), and a task not there falls back to the whole catalogue."""
+    from dataclasses import replace
+
+    from lm_eval.tasks import TaskManager
+
+    from orchestrator.evals import harness, harness_data
+
+    whole = TaskManager()._index
+    small = harness.task_manager(task_names())._index
+    assert len(small) < len(whole) / 10  # their folders, not the catalogue
+    for name in task_names():
+        task = harness_data.base_task(name)
+        assert small[task.name].yaml_path == whole[task.name].yaml_path, name
+    assert set(harness.task_manager(["piqa"])._index) <= {"piqa"} | {k for k in small if k.startswith("piqa")}
+
+    moved = {**harness_data.TASKS, "piqa": replace(harness_data.TASKS["piqa"], folder="hellaswag")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(harness_data, "TASKS", moved)
+        assert harness.task_manager(["piqa"])._index["piqa"].yaml_path == whole["piqa"].yaml_path
