@@ -9,8 +9,18 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# One torch thread per process: the suite's processes (two pytest workers, their drivers and
+# trials) share the machine's cores, and a thread more than a free core spin-waits (a 150-step
+# tiny trial beside a busy worker: 1.0 s on one thread, 4-8 s on two). Trials read it
+# (`trial_threads`), as torch does when it is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import sys
 
 import pytest
+
+if "torch" in sys.modules and os.environ["OMP_NUM_THREADS"].isdigit():  # a plugin imported torch first
+    sys.modules["torch"].set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"])))
 
 # MLflow's HTTP retry settings gatesweep sets when its tracking package is first imported: set
 # before any test's environment is saved, so `_environment_restored` keeps them for every test

@@ -83,7 +83,8 @@ class TrainConfig(Config):
     keep_checkpoints: int = 2
     """Newest checkpoints kept on disk."""
     threads: int = 0
-    """Torch CPU threads; 0: the CPUs given to the trial."""
+    """Torch CPU threads; 0: the CPUs given to the trial (in a sweep, `resources.cpus_per_worker`;
+    for `gatesweep train`, OMP_NUM_THREADS if set, else every core)."""
     compile: bool = False
     """torch.compile the model (through DeepSpeed's engine.compile, so checkpoints keep their
     names); its first-step compile time is logged as `compile_time_s`. Falls back to eager with a

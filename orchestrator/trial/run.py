@@ -202,6 +202,16 @@ def make_trainer(
     )
 
 
+def trial_threads(cfg: TrialConfig, ctx: TrialContext) -> int:
+    """Torch's CPU threads for the trial: `train.threads`; else the CPUs it was given (a Ray
+    trial's); else OMP_NUM_THREADS when it is set (the usual knob where processes share the
+    cores: batch schedulers, parallel test runs; more threads than free cores spin-wait, several
+    times slower on a small model); else every core this process may use."""
+    from_env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    env = int(from_env) if from_env.isdigit() else 0
+    return max(1, cfg.train.threads or ctx.num_threads or env or len(os.sched_getaffinity(0)))
+
+
 def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
     """Train and evaluate one trial; raise TrialFailed (after recording it) when it cannot finish.
 
@@ -209,8 +219,7 @@ def run_trial(cfg: TrialConfig, ctx: TrialContext) -> TrialResult:
     recorded in it: status, `gatesweep.outcome`, and the reason."""
     ctx.run_dir = Path(ctx.run_dir).resolve()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
-    threads = cfg.train.threads or ctx.num_threads or len(os.sched_getaffinity(0))
-    torch.set_num_threads(max(1, threads))
+    torch.set_num_threads(trial_threads(cfg, ctx))
     with process_group() as (rank, world), torch.enable_grad():
         tracker = MLflowLogging(cfg, ctx) if rank == 0 else None
         run_id = tracker.open() if tracker is not None else ctx.run_id

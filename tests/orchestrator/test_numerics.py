@@ -134,3 +134,26 @@ def test_mlflow_logging_marks_a_checkpoint_resumed_under_other_threads_as_mixed(
     mixed = reopen(10)  # a resume from step 10 made under 2 threads, continued under 1
     assert mixed == f"{restarted}+{first}"
     assert json.loads(cl.get_run(run_id).data.tags[names.NUMERICS_TAG])["mixed"][0]["threads"] == 2
+
+
+@pytest.mark.parametrize(
+    ("configured", "given", "omp", "expected"),
+    [
+        (3, 2, "5", 3),  # train.threads wins
+        (0, 2, "5", 2),  # then the CPUs Ray gave the trial
+        (0, None, "5", 5),  # then OMP_NUM_THREADS
+        (0, None, "", "cores"),  # else every core
+        (0, None, "x", "cores"),  # an unreadable one is not a number of threads
+        (0, None, "0", "cores"),
+    ],
+)
+def test_a_trial_s_threads_come_from_its_config_its_cpus_omp_num_threads_then_the_cores(configured, given, omp, expected, monkeypatch):
+    import os
+
+    from orchestrator.trial.run import trial_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    cfg = config()
+    cfg = cfg.replace(train=cfg.train.replace(threads=configured))
+    cores = len(os.sched_getaffinity(0))
+    assert trial_threads(cfg, SimpleNamespace(num_threads=given)) == (cores if expected == "cores" else expected)
