@@ -127,7 +127,7 @@ def shared_ray():
     test is about the sweep, not about Ray's own start and stop: each local start costs seconds.
     Every sweep is its own Ray job, so no worker or actor outlives the sweep that started it."""
     cores = str(len(os.sched_getaffinity(0)))
-    with loopback_cluster(8100, head_args=("--num-cpus", cores)) as address:
+    with loopback_cluster(head_args=("--num-cpus", cores)) as address:
         yield address
 
 

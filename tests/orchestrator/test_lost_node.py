@@ -69,7 +69,7 @@ def test_a_lost_node_resumes_its_trial_on_the_other_node_from_the_bucket(tmp_pat
     )
     uri = sqlite_uri(tmp_path)
     try:
-        with loopback_cluster(7300, *NODES, head_args=("--num-cpus", "0"), node_env=node_env) as address:
+        with loopback_cluster(*NODES, head_args=("--num-cpus", "0"), node_env=node_env) as address:
             log = open(tmp_path / "driver.log", "w")
             driver = subprocess.Popen(
                 [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--address", address, "--runs-dir", RUNS, "--tracking-uri", uri],

@@ -412,7 +412,7 @@ def test_complete_marker_comes_after_the_steps_evaluation(tmp_path, tracking_uri
 
 # ---- resources the cluster cannot meet ----------------------------------------------------------
 def test_a_trial_the_cluster_cannot_fit_is_refused_before_any_run(tmp_path, no_ray_left_behind):
-    with loopback_cluster(6900, head_args=("--num-cpus", "1", "--num-gpus", "0")) as address:
+    with loopback_cluster(head_args=("--num-cpus", "1", "--num-gpus", "0")) as address:
         f = write_sweep(tmp_path, "nofit", resources={"gpus_per_worker": 1}, base={"train": {"steps": 4, "eval_every": 0}})
         out = sweep_cli("run", str(f), "--address", address, cwd=tmp_path, timeout=180)
         assert out.returncode == 2, out.stdout + out.stderr

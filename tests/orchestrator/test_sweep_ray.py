@@ -248,7 +248,7 @@ def test_multi_worker_trial_runs_deepspeed_across_ray_train_workers(tmp_path, no
 
 
 def test_two_node_cluster_places_trials_on_both_nodes(tmp_path, no_ray_left_behind):
-    with loopback_cluster(6400, "127.0.0.3") as address:
+    with loopback_cluster("127.0.0.3") as address:
         f = write_sweep(tmp_path, "cluster", grid={"model.gate.position": ["none", "G1"]}, base={"train": {"steps": 60, "eval_every": 0}})
         out = sweep_cli("run", str(f), "--address", address, cwd=tmp_path)
         assert out.returncode == 0, out.stdout + out.stderr

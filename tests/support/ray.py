@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -16,16 +17,22 @@ from orchestrator.ray.cluster import kill_processes, ray_processes
 RAY_CLI = [sys.executable, "-m", "orchestrator.runtime.ray_cli"]
 
 
+def free_port(host: str) -> int:
+    """A port nothing listens on at `host` now, as the kernel picks one (two pytest workers
+    starting clusters at once do not meet on it)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
 @contextlib.contextmanager
-def loopback_cluster(
-    port_base: int, *workers: str, head_args: tuple[str, ...] = ("--num-cpus", "1"), node_env: dict[str, dict[str, str]] | None = None
-):
+def loopback_cluster(*workers: str, head_args: tuple[str, ...] = ("--num-cpus", "1"), node_env: dict[str, dict[str, str]] | None = None):
     """A Ray head on the loopback alias 127.0.0.2 (Ray rewrites 127.0.0.1 to the machine's address,
     not 127.0.0.2/3), plus one worker node per address in `workers`; yields the head's address and
     stops every process of the cluster by pid afterwards. `node_env`: extra variables of each
     node's `ray start` by its address (e.g. its own GATESWEEP_SCRATCH and TMPDIR)."""
     temp = tempfile.mkdtemp(prefix="gsr", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = port_base + os.getpid() % 500
+    port = free_port("127.0.0.2")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
 
     def ray(*args: str) -> None:
