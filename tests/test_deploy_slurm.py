@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
+from tests.support.ray import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +83,7 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
         "MLFLOW_TRACKING_URI": tracking_uri,
         "GATESWEEP_RUNS_DIR": str(runs),
         "GATESWEEP_RAY_TEMP": ray_temp,
-        "GATESWEEP_RAY_PORT": str(6500 + os.getpid() % 400),
+        "GATESWEEP_RAY_PORT": str(free_port("127.0.0.1")),
         "GATESWEEP_PYTHON": sys.executable,
     }
     log = tmp_path / "job.out"
@@ -286,7 +287,7 @@ def test_a_two_node_job_starts_a_ray_worker_on_the_second_node_and_uses_both(tmp
         "MLFLOW_TRACKING_URI": tracking_uri,
         "GATESWEEP_RUNS_DIR": str(tmp_path / "runs"),
         "GATESWEEP_RAY_TEMP": ray_temp,
-        "GATESWEEP_RAY_PORT": str(6100 + os.getpid() % 300),
+        "GATESWEEP_RAY_PORT": str(free_port("127.0.0.1")),
     }
     log = tmp_path / "job.out"
     job = two_node_slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", "--nodes=2", str(SCRIPT), str(tmp_path / "slurmy.yaml"), env=env)
