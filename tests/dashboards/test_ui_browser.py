@@ -69,7 +69,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def quickstart(tmp_path_factory):
+def quickstart(tmp_path_factory, shared_ray):
     root = tmp_path_factory.mktemp("quickstart-store")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     out = gatesweep(
@@ -80,6 +80,8 @@ def quickstart(tmp_path_factory):
         str(root / "runs"),
         "--tracking-uri",
         uri,
+        "--address",
+        shared_ray,
         cwd=root,
         timeout=900,
     )

@@ -229,7 +229,9 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
         "objs",
         grid={"model.gate.position": ["none", "G1"]},
         resources={"max_concurrent": 1},
-        base={"train": {"steps": 80, "checkpoint_every": 20, "eval_every": 40, "log_every": 10}},
+        # long enough after its first checkpoint (300 steps, seconds) that the second trial is
+        # still training when the test sees that checkpoint and stops the machine
+        base={"train": {"steps": 400, "checkpoint_every": 100, "eval_every": 200, "log_every": 50}},
     )
     uri = sqlite_uri(a)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -276,7 +278,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
         assert f"runs/sweeps/objs/{key}" in keys
     first = next(r for r in children(c, "objs") if r.info.status == "FINISHED")
     h1 = first.data.tags["gatesweep.config_hash"]
-    for key in ("run.json", "model.pt", "artifacts/config.yaml", "artifacts/loss_curve.png", "checkpoints/step80/COMPLETE"):
+    for key in ("run.json", "model.pt", "artifacts/config.yaml", "artifacts/loss_curve.png", "checkpoints/step400/COMPLETE"):
         assert f"runs/sweeps/objs/trials/{h1}/{key}" in keys, keys
     assert first.data.tags["gatesweep.run_dir"] == f"{RUNS}/sweeps/objs/trials/{h1}"
     # ... resumed on another machine: another working folder, another scratch, no local state
@@ -289,7 +291,7 @@ def _sweep_killed_then_resumed(a: Path, b: Path, ray_tmp: Path, s3) -> None:
     assert len(kids) == 2 and all(r.info.status == "FINISHED" for r in kids)
     run = c.get_run(second.info.run_id)
     assert run.info.status == "FINISHED" and int(run.data.tags["gatesweep.resumed_from_step"]) >= 20
-    assert steps(c, run.info.run_id) == list(range(10, 81, 10)), "every point once"
+    assert steps(c, run.info.run_id) == list(range(50, 401, 50)), "every point once"
     assert c.get_run(first.info.run_id).info.end_time == first.info.end_time, "the finished trial was not rerun"
     assert list((b / "scratch").glob("sweeps/objs/trials/*/checkpoints/step*/COMPLETE")), "resumed in machine b's scratch"
     keys = s3.object_keys("test-bucket", "runs/sweeps/objs/")
