@@ -152,7 +152,8 @@ def test_the_store_down_for_10_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_le
 
     from orchestrator.tracking import client
 
-    f = write_sweep(tmp_path, "outage", base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}})
+    # 380 steps (seconds) to go after the first checkpoint: the store goes down while the trial still uploads
+    f = write_sweep(tmp_path, "outage", base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 200, "log_every": 20}})
     uri = sqlite_uri(tmp_path)
     log = open(tmp_path / "driver.log", "w")
     driver = subprocess.Popen(
@@ -186,10 +187,10 @@ def test_the_store_down_for_10_s_mid_trial_loses_nothing(tmp_path, s3, no_ray_le
     assert driver.wait(timeout=600) == 0, (tmp_path / "driver.log").read_text()
     r = c.get_run(run.info.run_id)
     assert r.info.status == "FINISHED"
-    assert steps(c, r.info.run_id) == list(range(10, 201, 10)), "nothing lost, nothing twice"
+    assert steps(c, r.info.run_id) == list(range(20, 401, 20)), "nothing lost, nothing twice"
     h = r.data.tags["gatesweep.config_hash"]
     keys = s3.object_keys("test-bucket", f"runs/sweeps/outage/trials/{h}/")
-    assert f"runs/sweeps/outage/trials/{h}/checkpoints/step200/COMPLETE" in keys
+    assert f"runs/sweeps/outage/trials/{h}/checkpoints/step400/COMPLETE" in keys
     assert f"runs/sweeps/outage/trials/{h}/model.pt" in keys
     assert "runs/sweeps/outage/state.json" in s3.object_keys("test-bucket", "runs/sweeps/outage/")
     # the stall: the longest gap between train/loss points against the usual one

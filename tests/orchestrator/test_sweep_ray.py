@@ -129,7 +129,9 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
         "resume",
         grid={"model.gate.position": ["none", "G1", "G2"]},
         resources={"max_concurrent": 1},
-        base={"train": {"steps": 200, "checkpoint_every": 20, "eval_every": 100, "log_every": 10}},
+        # the second trial has 380 steps (seconds) to go after its first checkpoint, time for the
+        # test to see it and stop the machine before that trial ends
+        base={"train": {"steps": 400, "checkpoint_every": 20, "eval_every": 200, "log_every": 20}},
     )
     driver = start_sweep("run", str(f), cwd=tmp_path)
     c = None
@@ -183,7 +185,7 @@ def test_killed_driver_then_resume_reruns_nothing_finished(tmp_path, no_ray_left
     assert len(steps(c, first_done.info.run_id)) == before, "the finished trial was not rerun"
     for r in kids:
         s = steps(c, r.info.run_id)
-        assert s == list(range(10, 201, 10)), (r.info.run_name, s)
+        assert s == list(range(20, 401, 20)), (r.info.run_name, s)
     for r in kids:
         if r.info.run_id in to_resume:
             assert int(r.data.tags.get("gatesweep.resumed_from_step", 0)) >= 20, r.info.run_name
