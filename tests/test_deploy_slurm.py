@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "deploy" / "slurm" / "gatesweep.sbatch"
 HELPER = REPO / "deploy" / "slurm" / "ray_on_slurm.sh"
-STEPS, EVERY = 300, 30
+STEPS, EVERY = 600, 30
+"""Long enough that the victim trial has hundreds of steps (seconds) to go at each signal: the
+test looks for its checkpoint, then Slurm takes a moment to signal the job."""
 
 
 def loopback(ip: str) -> bool:
@@ -43,7 +45,14 @@ def sweep_file(tmp_path: Path) -> Path:
         "base": {
             "model": {"size": "bigram-1l"},
             "data": {"seq_len": 32},
-            "train": {"steps": STEPS, "batch_size": 8, "warmup_steps": 2, "eval_every": 150, "log_every": 10, "checkpoint_every": EVERY},
+            "train": {
+                "steps": STEPS,
+                "batch_size": 8,
+                "warmup_steps": 2,
+                "eval_every": STEPS // 2,
+                "log_every": 10,
+                "checkpoint_every": EVERY,
+            },
             "eval": {"batches": 1, "batch_size": 8, "probe_sequences": 4},
         },
         "grid": {"model.gate.position": ["none", "G1"]},
