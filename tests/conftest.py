@@ -122,7 +122,7 @@ def _signal_handlers_restored(request):
 
 @pytest.fixture(scope="session")
 def shared_ray():
-    """One Ray cluster for the session (a head on 127.0.0.2 with this machine's cores, usage
+    """One Ray cluster for the session (a head on 127.0.0.1 with this machine's cores, usage
     stats off, stopped by pid at the end), whose address sweeps join with `--address` where the
     test is about the sweep, not about Ray's own start and stop: each local start costs seconds.
     Every sweep is its own Ray job, so no worker or actor outlives the sweep that started it."""

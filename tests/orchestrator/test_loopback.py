@@ -25,6 +25,7 @@ import yaml
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.runtime.netpolicy import TELEMETRY_ENV, is_loopback
+from tests.support.ray import listeners_beyond_loopback
 
 pytestmark = pytest.mark.slow
 
@@ -454,3 +455,10 @@ def test_train_stays_on_loopback(tmp_path):
     assert watch.listeners(), "no listener seen: the poller missed the process group\n" + detail
     assert not watch.violations(), "\n".join(watch.violations()) + "\n" + detail
     assert not watch.missing_switches(), "\n".join(watch.missing_switches())
+
+
+def test_the_tests_own_ray_cluster_listens_on_loopback_only(shared_ray):
+    """The session's Ray (the head every `--address` test joins) binds as gatesweep's own local
+    Ray does: GCS, raylet and agents on 127.0.0.1 only (a head on the alias 127.0.0.2 listened on
+    all interfaces). Its trial workers, while a sweep ran, were seen on 127.0.0.1 too."""
+    assert not listeners_beyond_loopback(shared_ray)
