@@ -15,6 +15,7 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # (`trial_threads`), as torch does when it is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import signal
 import sys
 
 import pytest
@@ -67,41 +68,33 @@ def _signal_state() -> tuple[int, int]:
     return masks.get("SigBlk", 0), masks.get("SigIgn", 0)
 
 
-def _as_at_a_terminal() -> dict:
-    """SIGINT, SIGTERM and SIGHUP as a command typed at a terminal gets them: SIGINT raises
-    KeyboardInterrupt, the others have their default action, none blocked.
+_AT_A_TERMINAL = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+"""SIGINT, SIGTERM and SIGHUP as a command typed at a terminal gets them: SIGINT raises
+KeyboardInterrupt, the others have their default action, none blocked.
 
-    A test run started in the background of a non-interactive shell (`cmd &` in a script,
-    `nohup`, some CI runners) inherits SIGINT ignored, and SIGHUP too under nohup. gatesweep
-    keeps an inherited ignore, by design (a shell's background job must not die of the
-    terminal's Ctrl-C), so in such a run every Ctrl-C test would meet a driver that is right
-    to ignore it, and pass or fail by whether an earlier test on its worker happened to put
-    Python's handler back (asyncio does, in the notebook tests). The tests of an ignored SIGINT
-    ignore it themselves."""
-    import signal
-
-    return {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+A test run started in the background of a non-interactive shell (`cmd &` in a script, `nohup`,
+some CI runners) inherits SIGINT ignored, and SIGHUP too under nohup. gatesweep keeps an
+inherited ignore, by design (a shell's background job must not die of the terminal's Ctrl-C),
+so in such a run every Ctrl-C test would meet a driver that is right to ignore it, and pass or
+fail by whether an earlier test on its worker happened to put Python's handler back (asyncio
+does, in the notebook tests). The tests of an ignored SIGINT ignore it themselves."""
 
 
 def _put_back() -> None:
-    import signal
-
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)
     for sig, handler in _AT_A_TERMINAL.items():
         signal.signal(sig, handler)  # sigaction: the kernel's disposition too, not only Python's record
 
 
-_AT_A_TERMINAL = _as_at_a_terminal()
 _put_back()  # the whole run (pytest's process or an xdist worker) starts so, however it was started
 
 
 @pytest.fixture(autouse=True)
 def _signal_handlers_restored(request):
-    """Each test starts with SIGINT, SIGTERM and SIGHUP as at a terminal (`_as_at_a_terminal`),
+    """Each test starts with SIGINT, SIGTERM and SIGHUP as at a terminal (`_AT_A_TERMINAL`),
     whatever an earlier test on its worker left: a handler of its own, or (in C, where
     `signal.getsignal` does not see it) a signal blocked or ignored, which every later
     subprocess would inherit. A test that changed them is named in a warning."""
-    import signal
     import warnings
 
     sigs = STOPPING

@@ -7,7 +7,6 @@ whole checkpoint. Every daemon and Ray process is stopped by pid."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import socket
@@ -21,7 +20,8 @@ import pytest
 import yaml
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
-from tests.support.ray import free_port
+from orchestrator.runtime.netpolicy import is_loopback
+from tests.services.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +31,6 @@ HELPER = REPO / "deploy" / "slurm" / "ray_on_slurm.sh"
 STEPS, EVERY = 600, 30
 """Long enough that the victim trial has hundreds of steps (seconds) to go at each signal: the
 test looks for its checkpoint, then Slurm takes a moment to signal the job."""
-
-
-def loopback(ip: str) -> bool:
-    addr = ipaddress.ip_address(ip.split("%")[0])
-    mapped = getattr(addr, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-    return (mapped or addr).is_loopback
 
 
 def sweep_file(tmp_path: Path) -> Path:
@@ -92,7 +86,7 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
         "MLFLOW_TRACKING_URI": tracking_uri,
         "GATESWEEP_RUNS_DIR": str(runs),
         "GATESWEEP_RAY_TEMP": ray_temp,
-        "GATESWEEP_RAY_PORT": str(free_port("127.0.0.1")),
+        "GATESWEEP_RAY_PORT": str(free_port()),
         "GATESWEEP_PYTHON": sys.executable,
     }
     log = tmp_path / "job.out"
@@ -158,7 +152,7 @@ def test_the_batch_script_runs_a_sweep_and_resumes_it_after_a_warned_and_a_force
         pids = {p.pid for p in procs} | {p.pid for p in ray_processes(ray_temp)}
         listening = [(c.pid, c.laddr) for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
         assert any(pid == slurm.procs["slurmctld"].pid for pid, _ in listening), "the check sees slurmctld's port"
-        return [(pid, a) for pid, a in listening if not loopback(a.ip)]
+        return [(pid, a) for pid, a in listening if not is_loopback(a.ip)]
 
     try:
         t0 = time.time()
@@ -296,7 +290,7 @@ def test_a_two_node_job_starts_a_ray_worker_on_the_second_node_and_uses_both(tmp
         "MLFLOW_TRACKING_URI": tracking_uri,
         "GATESWEEP_RUNS_DIR": str(tmp_path / "runs"),
         "GATESWEEP_RAY_TEMP": ray_temp,
-        "GATESWEEP_RAY_PORT": str(free_port("127.0.0.1")),
+        "GATESWEEP_RAY_PORT": str(free_port()),
     }
     log = tmp_path / "job.out"
     job = two_node_slurm.sbatch(f"--output={log}", f"--chdir={tmp_path}", "--nodes=2", str(SCRIPT), str(tmp_path / "slurmy.yaml"), env=env)

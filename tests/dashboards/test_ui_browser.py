@@ -28,7 +28,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ import psutil
 import pytest
 
 from orchestrator.tracking import client, names, views
+from tests.services.ports import free_port
 from tests.support.cli import gatesweep
 
 from .cdp import CHROMIUM, Browser
@@ -60,12 +60,6 @@ def artifact_dir() -> Path:
     out = Path(os.environ.get("GATESWEEP_TEST_ARTIFACTS") or REPO / ".gatesweep" / "test-artifacts") / "ui-browser"
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

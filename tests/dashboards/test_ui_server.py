@@ -25,14 +25,9 @@ import pytest
 from dashboards.report import build_report
 from dashboards.store import find_parent, open_client
 from orchestrator.tracking import views
+from tests.services.ports import free_port
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get_json(url: str) -> dict:

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
+from orchestrator.runtime.netpolicy import is_loopback
+from tests.services.ports import free_port
 
 #: `ray start` with the head guard installed: no cloud-metadata probe from the head (orchestrator/runtime/netpolicy.py)
 RAY_CLI = [sys.executable, "-m", "orchestrator.runtime.ray_cli"]
-
-
-def free_port(host: str) -> int:
-    """A port nothing listens on at `host` now, as the kernel picks one (two pytest workers
-    starting clusters at once do not meet on it)."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -72,8 +65,6 @@ def loopback_cluster(*workers: str, head_args: tuple[str, ...] = ("--num-cpus", 
 def listeners_beyond_loopback(address: str) -> list[tuple[str, str]]:
     """(process name, listening address) of each listener of the cluster at `address` (its GCS
     found by port, the rest by its session folder) on an address other than loopback."""
-    import ipaddress
-
     import psutil
 
     port = int(address.rsplit(":", 1)[1])
@@ -82,9 +73,4 @@ def listeners_beyond_loopback(address: str) -> list[tuple[str, str]]:
     log_dir = next(a.split("=", 1)[1] for a in gcs.cmdline() if a.startswith("--log_dir="))
     temp = log_dir.split("/session_")[0]
     pids = {p.pid: p.name() for p in ray_processes(temp)}
-
-    def loopback(ip: str) -> bool:
-        addr = ipaddress.ip_address(ip.split("%")[0])
-        return (getattr(addr, "ipv4_mapped", None) or addr).is_loopback
-
-    return [(pids[c.pid], f"{c.laddr.ip}:{c.laddr.port}") for c in listening if c.pid in pids and not loopback(c.laddr.ip)]
+    return [(pids[c.pid], f"{c.laddr.ip}:{c.laddr.port}") for c in listening if c.pid in pids and not is_loopback(c.laddr.ip)]
