@@ -134,15 +134,20 @@ TASKS: dict[str, HarnessTask] = {
     t.name: t
     for t in (
         HarnessTask("hellaswag", "hellaswag", "multiple_choice", _NO_TRAIN, folder="hellaswag"),
-        HarnessTask("arc_easy", "ai2_arc", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", "arc"),
-        HarnessTask("arc_challenge", "ai2_arc", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", "arc"),
+        HarnessTask("arc_easy", "ai2_arc", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", folder="arc"),
+        HarnessTask("arc_challenge", "ai2_arc", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", folder="arc"),
         HarnessTask("piqa", "piqa", "multiple_choice", _NO_TRAIN, folder="piqa"),
         HarnessTask("winogrande", "winogrande", "multiple_choice", _NO_TRAIN, folder="winogrande"),
-        HarnessTask("sciq", "sciq", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", "sciq"),
+        HarnessTask("sciq", "sciq", "multiple_choice", {**_NO_TRAIN, "test_split": None}, "validation set", folder="sciq"),
         HarnessTask("mmlu", "mmlu", "multiple_choice", folder="mmlu/default"),
         HarnessTask("lambada_openai", "lambada_openai", "loglikelihood", folder="lambada"),
         HarnessTask(
-            "gsm8k", "gsm8k", "generate_until", {"training_split": None, "fewshot_split": "test"}, "few-shot from the test set", "gsm8k"
+            "gsm8k",
+            "gsm8k",
+            "generate_until",
+            {"training_split": None, "fewshot_split": "test"},
+            "few-shot from the test set",
+            folder="gsm8k",
         ),
     )
 }
