@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -14,6 +15,11 @@ os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # tiny trial beside a busy worker: 1.0 s on one thread, 4-8 s on two). Trials read it
 # (`trial_threads`), as torch does when it is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The Ray clusters of the run (token authentication, as gatesweep's local Ray) share one token of
+# the run's own, not ~/.ray/auth_token: `ray start --head` in token mode does not create a token,
+# so on a machine where no `ray.init` had run yet the tests' own heads failed to start, or not,
+# by which test came first; and a test run writes nothing into the user's home.
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 import signal
 import sys

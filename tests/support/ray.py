@@ -38,7 +38,9 @@ def loopback_cluster(*workers: str, head_args: tuple[str, ...] = ("--num-cpus", 
     def ray(*args: str) -> None:
         address = args[args.index("--node-ip-address") + 1]
         node = {**env, **(node_env or {}).get(address, {})}
-        subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], check=True, env=node, capture_output=True, timeout=120)
+        done = subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], env=node, capture_output=True, text=True, timeout=120)
+        if done.returncode:  # Ray's own last lines say why (a port taken, no auth token, ...)
+            raise RuntimeError(f"ray {' '.join(args[:2])} on {address} exited {done.returncode}:\n{done.stderr[-3000:]}")
 
     try:
         ray(
