@@ -23,6 +23,7 @@ SCRIPTS = [
     ("eval_cost.py", [], []),
     ("harness_cost.py", [], ["--docs", "5", "--steps", "10"]),
     ("harness_index.py", [], ["--rounds", "1"]),
+    ("new_store.py", [], ["--rounds", "1"]),
     ("eval_vs_hflm.py", [], ["--steps", "30", "--docs", "8", "--gen-docs", "4", "--before-docs", "1"]),
     ("plan_scale.py", [], []),
     ("report_scale.py", [], []),

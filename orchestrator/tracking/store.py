@@ -13,8 +13,11 @@ paginated run queries.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -162,17 +165,92 @@ _READY: set[str] = set()
 
 def client(uri: str):
     """An MlflowClient; a new SQLite store is created under a file lock, because concurrent
-    first use by several processes races in MLflow's schema migration."""
+    first use by several processes races in MLflow's schema migration, and as a copy of the
+    cache's empty store (`_empty_store`) when it can be."""
     from mlflow.tracking import MlflowClient
 
     db = sqlite_path(uri)
     if db is None or uri in _READY:
         return MlflowClient(tracking_uri=uri)
     with FileLock(db.with_name(db.name + ".lock"), creating=str(db)):
+        if not _has_data(db):
+            _copy_empty_store(db)
         cl = MlflowClient(tracking_uri=uri)
         cl.search_experiments(max_results=1)
     _READY.add(uri)
     return cl
+
+
+def _has_data(db: Path) -> bool:
+    try:
+        return db.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def _copy_empty_store(db: Path) -> bool:
+    """Put a copy of `_empty_store()` at `db` (staged beside it, then renamed); False when there
+    is none to copy (the cache cannot be written), and MLflow makes the store itself."""
+    empty = _empty_store()
+    if empty is None:
+        return False
+    staged = db.with_name(f".{db.name}.{os.getpid()}.new")
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(empty, staged)
+        os.replace(staged, db)
+    except OSError:  # a full disk, a folder that cannot be written: MLflow says so in its own words
+        staged.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _empty_store_path() -> Path:
+    import mlflow
+
+    from ..data.tokenizers import cache_dir  # lazy: imports numpy and the data package, for a new store only
+
+    return cache_dir("mlflow-stores") / f"mlflow-{mlflow.__version__}.db"
+
+
+def _empty_store() -> Path | None:
+    """An empty SQLite store with this MLflow's schema, made once per MLflow version in the cache
+    (GATESWEEP_CACHE/mlflow-stores/): MLflow makes a new store by running each of its schema
+    migrations, about 1 CPU-s, and every `gatesweep run` in a new folder makes one; a copy takes
+    milliseconds. It holds no experiment: MLflow adds its Default experiment (id 0) on first
+    opening a store, with that store's own artifact location, as in a store it makes. One that is
+    not such a store (a damaged file) is made again; MLflow checks the schema version of each copy
+    it opens. None when the cache cannot be written."""
+    from mlflow.tracking import MlflowClient
+
+    try:
+        path = _empty_store_path()
+        with FileLock(path.with_name(f"{path.name}.lock")):
+            if not _is_empty_store(path):
+                staged = path.with_name(f".{path.name}.{os.getpid()}.new")
+                staged.unlink(missing_ok=True)
+                MlflowClient(tracking_uri=sqlite_uri(staged)).search_experiments(max_results=1)
+                with contextlib.closing(sqlite3.connect(staged)) as con, con:
+                    con.execute("DELETE FROM experiment_tags WHERE experiment_id = 0")
+                    con.execute("DELETE FROM experiments WHERE experiment_id = 0")
+                os.replace(staged, path)
+        return path
+    except Exception:  # the cache is a shortcut: whatever keeps it from working, MLflow makes the store
+        return None
+
+
+def _is_empty_store(path: Path) -> bool:
+    """`path` is a SQLite file with MLflow's schema version recorded and no experiment."""
+    if not _has_data(path):
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+            return (
+                bool(con.execute("SELECT version_num FROM alembic_version").fetchall())
+                and not con.execute("SELECT 1 FROM experiments LIMIT 1").fetchall()
+            )
+    except sqlite3.Error:
+        return False
 
 
 def get_or_create_experiment(cl, name: str, uri: str) -> str:

@@ -3,6 +3,7 @@ paginator, and the logger's no-duplicate guarantee."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from orchestrator.tracking import (
     RunLogger,
     client,
     file_store_path,
+    get_or_create_experiment,
     names,
     redact_uri,
     resolve_tracking_uri,
@@ -124,3 +126,103 @@ def test_search_all_reads_every_page(tracking_uri):
     cl.create_run(exp, tags={names.SWEEP_TAG: "other"})
     found = search_all(cl, [exp], f"tags.`{names.SWEEP_TAG}` = 'p'", page=2, order_by=["attributes.start_time DESC"])
     assert {r.info.run_id for r in found} == ids and len(found) == 5
+
+
+# ---- a new SQLite store: a copy of the cache's empty one ---------------------------------------------
+NEW_TABLES = "Creating initial MLflow database tables"
+
+
+@pytest.fixture
+def made():
+    """The stores MLflow made itself (its log line, from a logger that does not propagate)."""
+    import logging
+
+    class Seen(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.INFO)
+            self.records: list[str] = []
+
+        def emit(self, record):
+            self.records.append(record.getMessage())
+
+        def clear(self):
+            self.records.clear()
+
+        def __bool__(self):
+            return any(NEW_TABLES in m for m in self.records)
+
+    seen, log = Seen(), logging.getLogger("mlflow.store.db.utils")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(seen)
+    yield seen
+    log.removeHandler(seen)
+    log.setLevel(level)
+
+
+def _store_facts(uri: str) -> dict:
+    import sqlite3
+
+    cl = client(uri)
+    default = cl.get_experiment("0")
+    with sqlite3.connect(sqlite_path(uri)) as con:
+        tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        version = con.execute("SELECT version_num FROM alembic_version").fetchall()
+    return {"default": (default.name, default.artifact_location, default.lifecycle_stage), "tables": tables, "version": version}
+
+
+def test_a_new_store_is_a_copy_of_the_caches_empty_store_and_holds_what_mlflows_own_does(tmp_path, monkeypatch, made):
+    """MLflow makes a store by running its schema migrations (about 1 CPU-s); gatesweep copies an
+    empty one it made once into the cache. The copy has MLflow's tables and schema version, and its
+    Default experiment is made by MLflow on first opening, at the artifact location MLflow gives a
+    store it makes itself; runs are logged into it as into any store."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("GATESWEEP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    first = f"sqlite:///{tmp_path / 'a' / 'mlflow.db'}"
+    client(first)  # the cache's empty store is made (by MLflow), then copied
+    assert bool(made) and list((tmp_path / "cache" / "mlflow-stores").glob("mlflow-*.db"))
+    made.clear()
+    second = f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}"
+    facts = _store_facts(second)
+    assert not bool(made), "the second new store ran MLflow's migrations: not copied"
+    own = f"sqlite:///{tmp_path / 'own.db'}"
+    MlflowClient(tracking_uri=own).search_experiments(max_results=1)  # made by MLflow itself
+    assert facts == _store_facts(own)
+    cl = client(second)
+    exp = get_or_create_experiment(cl, "e", second)
+    run = cl.create_run(exp)
+    cl.log_metric(run.info.run_id, "m", 1.5)
+    assert cl.get_run(run.info.run_id).data.metrics == {"m": 1.5}
+    assert [e.name for e in cl.search_experiments()] == ["e", "Default"]
+
+
+@pytest.mark.parametrize("cache", ["damaged", "a file", "not a URI"])
+def test_a_damaged_or_unusable_cache_leaves_mlflow_to_make_the_store(cache, tmp_path, monkeypatch, made):
+    """The cache is a shortcut: an empty store there that is not one (random bytes) is made again
+    by MLflow; with a cache that is a file, or a GATESWEEP_CACHE no store backs, MLflow makes the
+    new store itself. Either way the store is whole."""
+    root = tmp_path / "cache"
+    if cache == "damaged":
+        folder = root / "mlflow-stores"
+        folder.mkdir(parents=True)
+        import mlflow
+
+        (folder / f"mlflow-{mlflow.__version__}.db").write_bytes(os.urandom(8192))
+        monkeypatch.setenv("GATESWEEP_CACHE", str(root))
+    elif cache == "a file":
+        root.write_text("not a folder")
+        monkeypatch.setenv("GATESWEEP_CACHE", str(root))
+    else:
+        monkeypatch.setenv("GATESWEEP_CACHE", "s3:/no-bucket")
+    uri = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}"
+    cl = client(uri)
+    assert bool(made)
+    assert cl.get_experiment("0").name == "Default"
+    run = cl.create_run(get_or_create_experiment(cl, "e", uri))
+    assert cl.get_run(run.info.run_id).info.status == "RUNNING"
+    if cache == "damaged":  # it was made again, whole: the next new store is a copy of it
+        made.clear()
+        client(f"sqlite:///{tmp_path / 'next' / 'mlflow.db'}")
+        assert not bool(made)
