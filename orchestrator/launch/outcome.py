@@ -19,6 +19,7 @@ from orchestrator.launch.runs import SweepRuns
 from orchestrator.launch.state import save_state
 from orchestrator.launch.summary import summary_markdown
 from orchestrator.tracking import client, names, run_outcome, run_state, search_all, views
+from orchestrator.tracking.logger import set_tags
 from orchestrator.tracking.outcomes import OUTCOME_TAG, REASON_TAG, STOPPED_TAG
 
 
@@ -171,7 +172,7 @@ def refresh_view(runs: SweepRuns, outcome: SweepOutcome, cl) -> None:
 
 
 def _settle(cl, row: TrialRow, status: str, reason_tag: str = REASON_TAG) -> None:
-    """Record the outcome the driver decided for a run nobody else will end."""
-    cl.set_tag(row.run_id, reason_tag, row.reason)
-    cl.set_tag(row.run_id, OUTCOME_TAG, row.outcome)
+    """Record the outcome the driver decided for a run nobody else will end (a trial ASHA stopped
+    may still be writing the same tags as its actor lets go: `set_tags`)."""
+    set_tags(cl, row.run_id, {reason_tag: row.reason, OUTCOME_TAG: row.outcome})
     cl.set_terminated(row.run_id, status=status)

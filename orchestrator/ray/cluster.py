@@ -158,9 +158,10 @@ class RayCluster:
         # return as if the sweep had ended); the runs are then marked interrupted
         os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         os.environ.setdefault("RAY_AUTH_MODE", "token")
-        # Tune's own per-trial result files (CSV, JSON, TensorBoard): every result is in MLflow,
-        # nothing reads them, and their loggers cost a sweep about 2 CPU-s (tensorboardX's import
-        # and a write per result); TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=0 brings them back
+        # Tune's own per-trial CSV and TensorBoard files: every result is in MLflow, nothing reads
+        # them, and their loggers cost a sweep about 2 CPU-s (tensorboardX's import, and torch's
+        # through it, and a write per result); the JSON one stays (`ray.tune.build_tuner`).
+        # TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=0 brings them back
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         if not self.address or self.address.rsplit(":", 1)[0].strip("[]") in ("localhost", "127.0.0.1", "::1"):
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

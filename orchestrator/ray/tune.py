@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ray import tune
 from ray.tune import Callback
+from ray.tune.logger import JsonLoggerCallback
 
 from orchestrator.core import metrics
 from orchestrator.ray import trainable as trainable_mod
@@ -74,7 +75,9 @@ def build_tuner(
         storage_path=str(storage),
         failure_config=tune.FailureConfig(max_failures=retries),
         verbose=0,
-        callbacks=[Progress(board, errors, stopped)],
+        # Tune's own result files: JSON only (its analysis at the end reads it, and warns per trial
+        # without one); the CSV and TensorBoard ones are off (`RayCluster.start`)
+        callbacks=[Progress(board, errors, stopped), JsonLoggerCallback()],
     )
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_cfg, run_config=run_cfg)
 

@@ -46,11 +46,12 @@ class StoreCalls:
         self._pause = Backoff()
         self.warnings: list[str] = []
 
-    def _call(self, fn, *, raise_errors: bool = True) -> bool:
-        """`fn()`; True once it went through. A transient failure: False at once without
-        `raise_errors` (the caller keeps what it sent), else retried until `patience` runs out."""
+    def _call(self, fn, *, raise_errors: bool = True, is_transient=None) -> bool:
+        """`fn()`; True once it went through. A transient failure (`transient`, or the caller's
+        `is_transient`): False at once without `raise_errors` (the caller keeps what it sent),
+        else retried until `patience` runs out."""
         if raise_errors:
-            retried(fn, "tracking store", budget_s=self.patience, is_transient=transient, on_error=self._went_down)
+            retried(fn, "tracking store", budget_s=self.patience, is_transient=is_transient or transient, on_error=self._went_down)
         else:
             try:
                 fn()
@@ -141,7 +142,7 @@ class RunLogger(StoreCalls):
 
         items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
         for i in range(0, len(items), 100):
-            self._call(lambda chunk=items[i : i + 100]: self.client.log_batch(self.run_id, tags=chunk))
+            self._call(lambda chunk=items[i : i + 100]: self.client.log_batch(self.run_id, tags=chunk), is_transient=tag_write_transient)
 
     # ---- metrics ---------------------------------------------------------------------
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
@@ -211,6 +212,32 @@ def _causes(err: BaseException, depth: int = 8):
         seen.add(id(e))
         yield e
         todo += [e.__cause__, e.__context__, getattr(e, "orig", None)]  # sqlalchemy keeps the DBAPI error in .orig
+
+
+def raced(err: BaseException) -> bool:
+    """Whether `err` is a tag write that met another process's write of the same new tag: on a
+    SQL store MLflow reads a tag, then inserts it when missing, so of two writers of one new tag
+    (a stopped trial recording why, and the driver recording the same stop) the second fails on
+    the table's unique key. Written again, it finds the row and updates it. Only for tags: a
+    param logged twice with two values fails on the same key, and must not be retried."""
+    import sqlalchemy.exc
+
+    return any(isinstance(e, sqlalchemy.exc.IntegrityError) for e in _causes(err))
+
+
+def tag_write_transient(err: BaseException) -> bool:
+    """`transient`, or a tag write that `raced` another's."""
+    return transient(err) or raced(err)
+
+
+def set_tags(cl, run_id: str, tags: dict[str, str]) -> None:
+    """Set each of `tags` on a run another process may be writing the same tags to
+    (`tag_write_transient`: a write that raced is written once more; a store that is down is
+    waited for, as the logger does, for up to a minute)."""
+    for key, value in tags.items():
+        retried(
+            lambda key=key, value=value: cl.set_tag(run_id, key, value), "tracking store", budget_s=60, is_transient=tag_write_transient
+        )
 
 
 def transient(err: BaseException) -> bool:

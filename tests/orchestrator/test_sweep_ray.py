@@ -17,7 +17,7 @@ import yaml
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.trial.run import FINAL_METRICS
-from tests.support.cli import start_gatesweep, start_sweep, sweep_cli
+from tests.support.cli import gatesweep, start_gatesweep, start_sweep, sweep_cli
 from tests.support.mlflow import children, runs_of, sqlite_store, steps
 from tests.support.ray import loopback_cluster
 from tests.support.sweeps import write_sweep
@@ -33,7 +33,10 @@ def test_grid_sweep_parent_child_failure_and_skip_finished(tmp_path, shared_ray,
         base={"train": {"grad_clip": 0.0}},
         zip=[{"model.gate.position": ["none", "G1", "G2"], "train.lr": [0.003, 0.003, 1.0e10]}],
     )
-    out = sweep_cli("run", str(f), "--address", shared_ray, cwd=tmp_path)
+    # a cache of its own, so this driver makes the cache's empty tracking store, and MLflow's own
+    # "Creating initial MLflow database tables" is logged (a new store is otherwise a copy)
+    cache = {"GATESWEEP_CACHE": str(tmp_path / "cache")}
+    out = gatesweep("run", f, "--runs-dir", tmp_path / "runs", "--address", shared_ray, cwd=tmp_path, env=cache)
     assert out.returncode == 1, out.stdout + out.stderr  # one trial failed, the sweep went on
     assert "Traceback" not in out.stdout
     assert "2 finished, 1 failed" in out.stdout

@@ -226,3 +226,83 @@ def test_a_damaged_or_unusable_cache_leaves_mlflow_to_make_the_store(cache, tmp_
         made.clear()
         client(f"sqlite:///{tmp_path / 'next' / 'mlflow.db'}")
         assert not bool(made)
+
+
+# ---- two writers of one new tag ----------------------------------------------------------------------
+def _unique_key_error():
+    """What MLflow's SQL store raises when another writer inserted the same new tag between its
+    read and its insert: an MlflowException raised from SQLAlchemy's IntegrityError."""
+    import sqlite3
+
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    cause = sqlalchemy.exc.IntegrityError(
+        "INSERT INTO tags", {}, sqlite3.IntegrityError("UNIQUE constraint failed: tags.key, tags.run_uuid")
+    )
+    try:
+        raise MlflowException(f"(sqlite3.IntegrityError) {cause.orig}") from cause
+    except MlflowException as err:
+        return err
+
+
+def test_a_tag_write_that_raced_another_is_written_once_more(tracking_uri):
+    """The driver recording why ASHA stopped a trial, while the stopped trial records the same:
+    the second insert of one new tag fails on the table's unique key (CI met it: the sweep ended
+    with "the tracking store failed"). Written again, it updates the row; a param logged twice
+    with two values is not such a race, and is not retried."""
+    from orchestrator.tracking.logger import raced, set_tags
+
+    cl = client(tracking_uri)
+    run = cl.create_run(get_or_create_experiment(cl, "e", tracking_uri)).info.run_id
+    calls = []
+
+    class Racing:
+        def set_tag(self, run_id, key, value):
+            calls.append(key)
+            if len(calls) == 1:
+                cl.set_tag(run_id, key, "the other writer's")
+                raise _unique_key_error()
+            cl.set_tag(run_id, key, value)
+
+    set_tags(Racing(), run, {"gatesweep.stopped_early": "stopped by the scheduler (ASHA) at step 20", "gatesweep.outcome": "stopped"})
+    assert calls == ["gatesweep.stopped_early", "gatesweep.stopped_early", "gatesweep.outcome"]
+    tags = cl.get_run(run).data.tags
+    assert tags["gatesweep.stopped_early"] == "stopped by the scheduler (ASHA) at step 20" and tags["gatesweep.outcome"] == "stopped"
+    assert raced(_unique_key_error())
+    cl.log_param(run, "p", 1)
+    with pytest.raises(Exception) as conflict:
+        cl.log_param(run, "p", 2)
+    assert not raced(ValueError("x")) and "p" in str(conflict.value)
+
+
+def test_many_writers_of_the_same_new_tags_at_once_all_succeed(tracking_uri):
+    """The race for real: eight threads, each with its own client, write the same 20 new tags of
+    one run at once, through `set_tags` and through the run logger; none fails, every tag is set."""
+    import threading
+
+    from orchestrator.tracking.logger import set_tags
+
+    cl = client(tracking_uri)
+    run = cl.create_run(get_or_create_experiment(cl, "e", tracking_uri)).info.run_id
+    tags = {f"t{i}": f"v{i}" for i in range(20)}
+    start, errors = threading.Barrier(8), []
+
+    def write(k):
+        try:
+            start.wait()
+            if k % 2:
+                set_tags(client(tracking_uri), run, tags)
+            else:
+                RunLogger(tracking_uri, run, quiet=True).set_tags(tags)
+        except Exception as err:  # the test's subject: any failure is counted
+            errors.append(err)
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    got = cl.get_run(run).data.tags
+    assert {k: got[k] for k in tags} == tags
