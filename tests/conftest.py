@@ -130,24 +130,15 @@ def shared_ray():
         yield address
 
 
-@pytest.fixture(scope="session")
-def migrated_store(tmp_path_factory):
-    """An empty SQLite MLflow store with MLflow's schema, built once per test session (its
-    migrations take seconds); `tracking_uri` hands each test a copy of it."""
+@pytest.fixture
+def tracking_uri(tmp_path):
+    """A fresh store of the test's own, made as gatesweep makes every new SQLite store: a copy of
+    the cache's empty one (`orchestrator.tracking.store.client`; the run's cache holds one)."""
     from orchestrator.tracking import client
 
-    db = tmp_path_factory.mktemp("migrated-store") / "mlflow.db"
-    client(f"sqlite:///{db}").search_experiments(max_results=1)  # every write committed: the file is whole
-    return db
-
-
-@pytest.fixture
-def tracking_uri(tmp_path, migrated_store):
-    """A fresh store of the test's own: a copy of the session's migrated one."""
-    import shutil
-
-    shutil.copyfile(migrated_store, tmp_path / "mlflow.db")
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client(uri)
+    return uri
 
 
 @pytest.fixture(scope="session")

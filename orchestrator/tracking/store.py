@@ -188,12 +188,12 @@ def _has_data(db: Path) -> bool:
         return False
 
 
-def _copy_empty_store(db: Path) -> bool:
-    """Put a copy of `_empty_store()` at `db` (staged beside it, then renamed); False when there
-    is none to copy (the cache cannot be written), and MLflow makes the store itself."""
+def _copy_empty_store(db: Path) -> None:
+    """Put a copy of `_empty_store()` at `db` (staged beside it, then renamed); with none to copy
+    (the cache cannot be written) or a copy that cannot be written, MLflow makes the store itself."""
     empty = _empty_store()
     if empty is None:
-        return False
+        return
     staged = db.with_name(f".{db.name}.{os.getpid()}.new")
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -201,8 +201,6 @@ def _copy_empty_store(db: Path) -> bool:
         os.replace(staged, db)
     except OSError:  # a full disk, a folder that cannot be written: MLflow says so in its own words
         staged.unlink(missing_ok=True)
-        return False
-    return True
 
 
 def _empty_store_path() -> Path:
