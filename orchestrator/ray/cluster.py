@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.core.errors import UserError
-from orchestrator.runtime import netpolicy, signals
+from orchestrator.runtime import netpolicy, ray_cli, signals
 from orchestrator.runtime.netpolicy import TELEMETRY_ENV
 from orchestrator.storage import s3
 from orchestrator.storage.retry import RETRY_ENV
@@ -163,6 +163,7 @@ class RayCluster:
         # through it, and a write per result); the JSON one stays (`ray.tune.build_tuner`).
         # TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=0 brings them back
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+        ray_cli.node_defaults()  # no idle workers no trial would use (a local Ray's raylet inherits them)
         if not self.address or self.address.rsplit(":", 1)[0].strip("[]") in ("localhost", "127.0.0.1", "::1"):
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray

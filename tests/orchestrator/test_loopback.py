@@ -25,6 +25,7 @@ import yaml
 
 from orchestrator.ray.cluster import kill_processes, ray_processes
 from orchestrator.runtime.netpolicy import TELEMETRY_ENV, is_loopback
+from orchestrator.runtime.ray_cli import NODE_DEFAULTS
 from tests.support.ray import listeners_beyond_loopback
 
 pytestmark = pytest.mark.slow
@@ -415,6 +416,12 @@ def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
     assert not watch.violations(), "\n".join(watch.violations()) + "\n" + detail
     assert len(watch.envs) >= 5, detail
     assert not watch.missing_switches(), "\n".join(watch.missing_switches())
+    # no Python worker that only ever waited: Ray starts one per CPU for a node's first driver, which
+    # no trial runs in (every sweep has a runtime environment), unless told not to (ray_cli.NODE_DEFAULTS)
+    raylets = [pid for pid, seen in watch.cmdlines.items() if any("raylet/raylet" in c for c in seen)]
+    assert raylets and all(watch.envs[pid].get(k) == v for pid in raylets for k, v in NODE_DEFAULTS.items()), detail
+    titles = {pid: {c.split()[0] for c in seen if c.startswith("ray::")} for pid, seen in watch.cmdlines.items()}
+    assert not [pid for pid, seen in titles.items() if seen == {"ray::IDLE"}], "workers that never ran anything:\n" + detail
 
 
 def test_train_stays_on_loopback(tmp_path):
