@@ -38,7 +38,10 @@ def loopback_cluster(*workers: str, head_args: tuple[str, ...] = ("--num-cpus", 
     def ray(*args: str) -> None:
         address = args[args.index("--node-ip-address") + 1]
         node = {**env, **(node_env or {}).get(address, {})}
-        done = subprocess.run([*RAY_CLI, *args, "--disable-usage-stats"], env=node, capture_output=True, text=True, timeout=120)
+        # no log monitor: it ships worker logs to drivers, and gatesweep's drivers take none (log_to_driver=False);
+        # it costs an idle node 0.7 CPU-s a minute, and the session's shared heads live the whole run
+        quiet = ["--include-log-monitor", "false"] if args[0] == "start" else []
+        done = subprocess.run([*RAY_CLI, *args, *quiet, "--disable-usage-stats"], env=node, capture_output=True, text=True, timeout=120)
         if done.returncode:  # Ray's own last lines say why (a port taken, no auth token, ...)
             raise RuntimeError(f"ray {' '.join(args[:2])} on {address} exited {done.returncode}:\n{done.stderr[-3000:]}")
 
