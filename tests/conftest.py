@@ -171,6 +171,7 @@ def has_gpu() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks into each test's id
 def pytest_collection_modifyitems(config, items):
     for item in items:
         _keep_shared_fixtures_on_one_worker(item)
@@ -180,6 +181,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    """On an xdist worker under `--dist loadgroup`, a grouped test's group is in effect: xdist
+    appends it to the test's id (`...::test@group`) for its scheduler. Without it (a pytest whose
+    ids xdist cannot rename, a hook that marks too late) every group is ignored silently and each
+    worker builds every shared fixture, so each grouped test fails saying so."""
+    if item.config.getoption("loadgroup", default=False) and item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+        pytest.fail(
+            f"--dist loadgroup is not in effect: the test kept its id without its group; pytest {pytest.__version__} with "
+            "this pytest-xdist ignores the groups (pyproject.toml pins a pytest that works)",
+            pytrace=False,
+        )
 
 
 SHARED_ONCE = ("store",)
