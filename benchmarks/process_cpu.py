@@ -88,8 +88,9 @@ def main() -> None:
     totals: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[str] = collections.Counter()
     for cmd, cpu in seen.values():
-        totals[kind_of(cmd)] += cpu
-        counts[kind_of(cmd)] += 1
+        kind = kind_of(cmd)
+        totals[kind] += cpu
+        counts[kind] += 1
     print(f"exit {proc.returncode}, {wall:.1f} s wall, {sum(totals.values()):.1f} CPU-s seen in {len(seen)} processes", file=sys.stderr)
     for kind, cpu in totals.most_common():
         print(f"{cpu:9.1f} CPU-s {counts[kind]:5d} processes  {kind}", file=sys.stderr)

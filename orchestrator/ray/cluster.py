@@ -163,7 +163,6 @@ class RayCluster:
         # through it, and a write per result); the JSON one stays (`ray.tune.build_tuner`).
         # TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=0 brings them back
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-        ray_cli.node_defaults()  # no idle workers no trial would use (a local Ray's raylet inherits them)
         if not self.address or self.address.rsplit(":", 1)[0].strip("[]") in ("localhost", "127.0.0.1", "::1"):
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         import ray
@@ -185,6 +184,7 @@ class RayCluster:
                 netpolicy.require_ray_head_guard()  # a Ray the guard was not written for would probe cloud metadata
             except netpolicy.RayGuardError as err:
                 raise UserError(str(err)) from None
+            ray_cli.node_defaults()  # no idle workers no trial would use (the local Ray's raylet inherits them)
             with signals.deferred():  # a signal now is acted on once Ray is up and its processes are recorded
                 need = cpus_needed(self.resources)  # more than the cores: oversubscription() says so at launch
                 ray.init(

@@ -419,7 +419,7 @@ def test_sweep_on_local_ray_stays_on_loopback(tmp_path):
     # no Python worker that only ever waited: Ray starts one per CPU for a node's first driver, which
     # no trial runs in (every sweep has a runtime environment), unless told not to (ray_cli.NODE_DEFAULTS)
     raylets = [pid for pid, seen in watch.cmdlines.items() if any("raylet/raylet" in c for c in seen)]
-    assert raylets and all(watch.envs[pid].get(k) == v for pid in raylets for k, v in NODE_DEFAULTS.items()), detail
+    assert raylets and all(watch.envs.get(pid, {}).get(k) == v for pid in raylets for k, v in NODE_DEFAULTS.items()), detail
     titles = {pid: {c.split()[0] for c in seen if c.startswith("ray::")} for pid, seen in watch.cmdlines.items()}
     assert not [pid for pid, seen in titles.items() if seen == {"ray::IDLE"}], "workers that never ran anything:\n" + detail
 
