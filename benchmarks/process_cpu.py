@@ -6,6 +6,10 @@ with how many processes of it were seen.
     python benchmarks/process_cpu.py [--interval 0.5] [--json out.json] -- COMMAND...
     python benchmarks/process_cpu.py -- gatesweep run sweeps/paper_table4_cpu.yaml --smoke
 
+It also prints how busy the machine's CPUs were over the run (every process, not only the
+command's): below 100% on a CPU-bound run, that share was waiting (sleeps, a fault the test
+holds open, a tail where one pytest worker runs alone), which less work would not shorten.
+
 A profile, not a ratio: it says where to look. Each process is counted up to its last sample, so a
 process that lives less than `--interval` is missed and every process's last interval is; Ray's
 workers rename themselves (`ray::IDLE`, `ray::ImplicitFunc`), and are grouped by their latest name.
@@ -57,6 +61,14 @@ def cpu_seconds(pid: str) -> float | None:
         return None
 
 
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all this machine's CPUs so far (/proc/stat's first line; idle and
+    iowait count as not busy)."""
+    with open("/proc/stat") as fh:
+        values = [int(v) for v in fh.readline().split()[1:9]]
+    return sum(values) - values[3] - values[4], sum(values)
+
+
 def kind_of(cmd: str) -> str:
     return next((kind for kind, pattern in KINDS if re.search(pattern, cmd)), "other: " + re.sub(r"\d+", "N", cmd)[:60])
 
@@ -72,7 +84,7 @@ def main() -> None:
         ap.error("no command given (put it after --)")
     before = {p for p in os.listdir("/proc") if p.isdigit()}
     seen: dict[str, tuple[str, float]] = {}  # pid -> (latest command line, CPU-s)
-    started = time.monotonic()
+    started, jiffies = time.monotonic(), machine_jiffies()
     proc = subprocess.Popen(command)
     while proc.poll() is None:
         for pid in os.listdir("/proc"):
@@ -85,6 +97,8 @@ def main() -> None:
                 seen[pid] = (cmd, cpu)
         time.sleep(args.interval)
     wall = time.monotonic() - started
+    busy = [end - start for end, start in zip(machine_jiffies(), jiffies)]
+    share = busy[0] / max(busy[1], 1)
     totals: collections.Counter[str] = collections.Counter()
     counts: collections.Counter[str] = collections.Counter()
     for cmd, cpu in seen.values():
@@ -92,11 +106,12 @@ def main() -> None:
         totals[kind] += cpu
         counts[kind] += 1
     print(f"exit {proc.returncode}, {wall:.1f} s wall, {sum(totals.values()):.1f} CPU-s seen in {len(seen)} processes", file=sys.stderr)
+    print(f"the machine's {os.cpu_count()} CPUs were {share:.0%} busy over it (every process, /proc/stat)", file=sys.stderr)
     for kind, cpu in totals.most_common():
         print(f"{cpu:9.1f} CPU-s {counts[kind]:5d} processes  {kind}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({k: [round(v, 2), counts[k]] for k, v in totals.items()}, fh, indent=1)
+            json.dump({"machine busy": share, **{k: [round(v, 2), counts[k]] for k, v in totals.items()}}, fh, indent=1)
     sys.exit(proc.returncode)
 
 

@@ -23,6 +23,8 @@ def test_it_counts_a_busy_child_and_keeps_its_exit_code(tmp_path):
     (kind,) = [k for k in kinds if "-c import sys, time" in k]  # the busy child, under its own command line
     assert 0.7 <= kinds[kind][0] <= 1.6 and kinds[kind][1] == 1, kinds
     assert "CPU-s seen in" in out.stderr.splitlines()[0]
+    assert 0.2 <= kinds["machine busy"] <= 1  # the busy child alone keeps one of the CPUs busy for most of the run
+    assert "busy over it" in out.stderr.splitlines()[1]
 
 
 def test_no_command_is_a_usage_error():
