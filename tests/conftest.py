@@ -33,6 +33,7 @@ if "torch" in sys.modules and os.environ["OMP_NUM_THREADS"].isdigit():  # a plug
 # before any test's environment is saved, so `_environment_restored` keeps them for every test
 import orchestrator.tracking.store  # noqa: F401
 from orchestrator.runtime.signals import STOPPING
+from tests.support import netguard
 from tests.support.ray import loopback_cluster
 
 
@@ -47,6 +48,21 @@ def _private_cache(tmp_path_factory):
         shared.mkdir(exist_ok=True)
         os.environ["GATESWEEP_CACHE"] = str(shared)
     yield
+
+
+def pytest_configure(config):
+    netguard.install()
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only():
+    """A test whose process tried to connect beyond loopback fails, naming where and who
+    (`tests/support/netguard.py`; the attempt itself was refused)."""
+    before = netguard.count()
+    yield
+    attempts = netguard.attempts_since(before)
+    if attempts:
+        pytest.fail("connected beyond loopback: " + "\n".join(attempts), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,9 @@ translation of S3's answers into typed errors, and the one check that a store ca
 - `settings()`: endpoint (AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL), region (AWS_DEFAULT_REGION,
   else AWS_REGION; us-east-1 beside a custom endpoint), the keys `credentials_withheld` keeps out
   of the environment, and the timeouts (GATESWEEP_S3_CONNECT_TIMEOUT, GATESWEEP_S3_REQUEST_TIMEOUT).
-  Credentials otherwise come from boto3's standard chain (variables, a profile, an instance role).
+  Credentials otherwise come from boto3's standard chain (variables, a profile, an instance role);
+  beside a custom endpoint without AWS's own services, so a MinIO or moto on 127.0.0.1 never makes
+  boto3 ask the instance-metadata address (169.254.169.254) or a container's for AWS credentials.
 - `client()`: a boto3 client for those settings (one per settings, shared by threads), with no
   retries of its own: `storage.retry` is the one retry policy.
 - `translate(err, what)`: botocore's errors as `FileNotFoundError`, `PermissionError`,
@@ -40,6 +42,9 @@ CHAIN_ENV = (*SECRET_ENV, "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTI
 CONNECT_TIMEOUT_ENV, REQUEST_TIMEOUT_ENV = "GATESWEEP_S3_CONNECT_TIMEOUT", "GATESWEEP_S3_REQUEST_TIMEOUT"
 NOT_FOUND = ("404", "NoSuchKey", "NoSuchBucket", "NotFound")
 REFUSED = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "AllAccessDisabled")
+AWS_ONLY_PROVIDERS = ("iam-role", "container-role")
+"""botocore's credential providers that ask AWS's own services over the network (EC2's instance
+metadata, ECS's container endpoint): their credentials are AWS's, of no use to a custom endpoint."""
 BUSY = ("SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling", "RequestTimeTooSkewed")
 
 _withheld: dict[str, str] = {}
@@ -103,7 +108,6 @@ def client(s: S3Settings | None = None):
 
 @functools.lru_cache(maxsize=16)
 def _client(s: S3Settings):
-    import boto3
     from botocore.config import Config
 
     config = Config(
@@ -113,15 +117,28 @@ def _client(s: S3Settings):
         max_pool_connections=16,
     )
     keys = {"aws_access_key_id": s.access_key, "aws_secret_access_key": s.secret_key, "aws_session_token": s.session_token}
-    session = boto3.session.Session(**{k: v for k, v in keys.items() if v})
+    session = _session(s.endpoint, **{k: v for k, v in keys.items() if v})
     return session.client("s3", endpoint_url=s.endpoint, region_name=s.region, config=config)
 
 
-def has_credentials() -> bool:
-    """Whether the standard chain (or the withheld keys) gives S3 credentials at all."""
+def _session(endpoint: str | None, **keys: str):
+    """A boto3 session whose credential chain, beside a custom `endpoint`, leaves out the
+    providers that ask AWS's own services (`AWS_ONLY_PROVIDERS`)."""
     import boto3
+    import botocore.session
 
-    return bool(_withheld.get("AWS_ACCESS_KEY_ID")) or boto3.session.Session().get_credentials() is not None
+    core = botocore.session.Session()
+    if endpoint:
+        resolver = core.get_component("credential_provider")
+        for name in AWS_ONLY_PROVIDERS:
+            resolver.remove(name)
+    return boto3.session.Session(botocore_session=core, **keys)
+
+
+def has_credentials() -> bool:
+    """Whether the credential chain of this process's settings (or the withheld keys) gives S3
+    credentials at all."""
+    return bool(_withheld.get("AWS_ACCESS_KEY_ID")) or _session(settings().endpoint).get_credentials() is not None
 
 
 # ---- errors ---------------------------------------------------------------------------------------
@@ -190,7 +207,8 @@ def problem(bucket: str, key: str = "") -> str | None:
     fast = dataclasses.replace(s, connect_timeout=min(s.connect_timeout, 3.0), request_timeout=5.0)
     try:
         if not has_credentials():
-            return "no S3 credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or use an instance role)"
+            role = "" if s.endpoint else ", or use an instance role"  # an instance role's keys are AWS's own
+            return f"no S3 credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE{role})"
         answer = client(fast).list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/" if key else "", MaxKeys=1)
     except Exception as err:  # every way a store can fail (botocore's errors, a malformed endpoint URL), said
         return _said(err, bucket, s.where)

@@ -207,6 +207,38 @@ def test_is_loopback():
         assert not is_loopback(host), host
 
 
+GUARDED = """
+import socket, sys
+from tests.support import netguard
+netguard.install()
+refused = []
+for family, address in ((socket.AF_INET, ("192.0.2.2", 80)), (socket.AF_INET6, ("2001:db8::1", 80, 0, 0))):
+    with socket.socket(family) as s:
+        try:
+            s.connect(address)
+        except OSError as err:
+            refused.append(err.errno)
+with socket.socket() as s:
+    refused.append(s.connect_ex(("169.254.169.254", 80)))
+server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen()
+with socket.socket() as s:
+    s.connect(server.getsockname())  # loopback goes through
+print(refused, netguard.count())
+"""
+
+
+def test_the_tests_own_processes_connect_to_loopback_only():
+    """The guard every test runs under (`tests/support/netguard.py`, installed by the conftest):
+    a connection beyond loopback, by `connect` or `connect_ex`, over IPv4 or IPv6, is refused before
+    a packet leaves and counted (the autouse fixture fails the test that made it); loopback is not."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", GUARDED], cwd=root, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    import errno
+
+    assert out.stdout.split() == [f"[{errno.ENETUNREACH},", f"{errno.ENETUNREACH},", f"{errno.ENETUNREACH}]", "3"], out.stdout
+
+
 def test_watch_sees_a_listener_on_all_interfaces():
     """The poller itself: a child listening on 0.0.0.0 is reported, one on 127.0.0.1 is not,
     and a child started without the switches is named."""

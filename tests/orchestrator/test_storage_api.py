@@ -261,6 +261,28 @@ def test_one_reader_of_the_s3_settings(monkeypatch):
     assert s3mod.client() is s3mod.client(), "one client per settings"
 
 
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:9", None])
+def test_only_aws_itself_asks_aws_services_for_credentials(endpoint, monkeypatch):
+    """Beside a custom endpoint (MinIO, moto on 127.0.0.1) the credential chain leaves out EC2's
+    instance-metadata and ECS's container providers, which ask 169.254.169.254 / a container
+    endpoint over the network: with no key set, no credentials, and no connection beyond loopback
+    (the conftest's guard fails a test that tries). Against AWS itself an instance role still works."""
+    for k in (*s3mod.SECRET_ENV, *s3mod.ENDPOINT_ENV, "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    if endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    chain = [p.METHOD for p in s3mod._session(endpoint)._session.get_component("credential_provider").providers]
+    if endpoint:
+        assert not set(s3mod.AWS_ONLY_PROVIDERS) & set(chain), chain
+        assert not s3mod.has_credentials()
+        assert "instance role" not in (s3mod.problem("bucket") or ""), "an instance role's keys are AWS's own"
+        assert s3mod.client()._request_signer._credentials is None
+    else:
+        assert set(s3mod.AWS_ONLY_PROVIDERS) <= set(chain), chain
+
+
 # ---- an endpoint that answers HTML --------------------------------------------------------------
 @pytest.mark.parametrize("status", [200, 404, 500])
 def test_an_endpoint_answering_html_is_refused_naming_it_and_nothing_is_written(status, monkeypatch):
