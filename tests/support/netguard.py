@@ -5,7 +5,9 @@ mistyped URI), is refused at once and remembered; `attempts_since(n)` lists thos
 n-th, so the autouse fixture fails the test that made one, naming the address and the caller.
 
 Processes a test starts (sweeps, servers, Ray) are not covered here: the loopback tests watch
-their sockets (`tests/orchestrator/test_loopback.py`)."""
+their sockets (`tests/orchestrator/test_loopback.py`). Nor are connections made below Python's
+socket object (gRPC's C core in an in-process Ray driver) or datagrams (a DNS lookup): it guards
+what Python code connects to, which is where boto3, MLflow's client and urllib3 connect."""
 
 from __future__ import annotations
 
