@@ -135,10 +135,10 @@ def _session(endpoint: str | None, **keys: str):
     return boto3.session.Session(botocore_session=core, **keys)
 
 
-def has_credentials() -> bool:
-    """Whether the credential chain of this process's settings (or the withheld keys) gives S3
-    credentials at all."""
-    return bool(_withheld.get("AWS_ACCESS_KEY_ID")) or _session(settings().endpoint).get_credentials() is not None
+def has_credentials(s: S3Settings | None = None) -> bool:
+    """Whether the withheld keys, or the credential chain a client for `s` (default: `settings()`)
+    would use, give S3 credentials at all."""
+    return bool(_withheld.get("AWS_ACCESS_KEY_ID")) or _session((s or settings()).endpoint).get_credentials() is not None
 
 
 # ---- errors ---------------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def problem(bucket: str, key: str = "") -> str | None:
     s = settings()
     fast = dataclasses.replace(s, connect_timeout=min(s.connect_timeout, 3.0), request_timeout=5.0)
     try:
-        if not has_credentials():
+        if not has_credentials(s):
             role = "" if s.endpoint else ", or use an instance role"  # an instance role's keys are AWS's own
             return f"no S3 credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE{role})"
         answer = client(fast).list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/" if key else "", MaxKeys=1)

@@ -10,6 +10,7 @@ own (set at `import orchestrator`) is checked by `test_import_sets_telemetry_def
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -234,8 +235,6 @@ def test_the_tests_own_processes_connect_to_loopback_only():
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", GUARDED], cwd=root, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    import errno
-
     assert out.stdout.split() == [f"[{errno.ENETUNREACH},", f"{errno.ENETUNREACH},", f"{errno.ENETUNREACH}]", "3"], out.stdout
 
 
