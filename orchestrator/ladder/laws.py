@@ -143,22 +143,24 @@ class _Batch:
         return z
 
     def residuals(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Weighted residuals (B, n) and their Jacobian (B, n, P) with respect to z."""
-        k, theta = self.k, self.natural(z)
-        terms = [np.broadcast_to(theta[:, :1], (len(z), self.logx.shape[0]))]
-        for j in range(k):
-            terms.append(theta[:, 1 + j : 2 + j] - theta[:, 1 + k + j : 2 + k + j] * self.logx[:, j])
-        stacked = np.stack(terms, axis=-1)  # (B, n, 1 + K)
-        pred = np.logaddexp.reduce(stacked, axis=-1)
-        share = np.exp(stacked - pred[..., None])  # each term's share of the prediction
+        """Weighted residuals (B, n) and their Jacobian (B, n, P) with respect to z. Written out
+        term by term (no stacked (B, n, 1 + K) array): the loop of every fit runs it once per
+        iteration, and at a bootstrap's sizes numpy's per-call cost is most of it."""
+        k, lx = self.k, self.logx.T  # lx: (K, n)
+        log_e = np.log(self.e_max)[:, None] + _log_sigmoid(z[:, :1])  # (B, 1)
+        s = _sigmoid(z[:, 1 + k :])  # (B, K): each exponent's share of ALPHA_MAX
+        terms = [z[:, 1 + j : 2 + j] - (ALPHA_MAX * s[:, j : j + 1]) * lx[j] for j in range(k)]  # log A_k - α_k log X_k
+        pred = np.logaddexp(log_e, terms[0])
+        for term in terms[1:]:
+            pred = np.logaddexp(pred, term)
         sw = np.sqrt(self.w)
         r = (pred - self.y) * sw
-        jac = np.empty((len(z), self.logx.shape[0], 1 + 2 * k))
-        jac[..., 0] = share[..., 0] * (1.0 - _sigmoid(z[:, :1]))
-        for j in range(k):
-            jac[..., 1 + j] = share[..., 1 + j]
-            s = _sigmoid(z[:, 1 + k + j : 2 + k + j])
-            jac[..., 1 + k + j] = -share[..., 1 + j] * self.logx[:, j] * ALPHA_MAX * s * (1.0 - s)
+        jac = np.empty((len(z), lx.shape[1], 1 + 2 * k))
+        jac[..., 0] = np.exp(log_e - pred) * (1.0 - _sigmoid(z[:, :1]))  # each term's share of the prediction, times its chain rule
+        for j, term in enumerate(terms):
+            share = np.exp(term - pred)
+            jac[..., 1 + j] = share
+            jac[..., 1 + k + j] = -share * lx[j] * ALPHA_MAX * s[:, j : j + 1] * (1.0 - s[:, j : j + 1])
         jac *= np.broadcast_to(sw, r.shape)[..., None]
         return r, jac
 
@@ -187,17 +189,18 @@ def solve(batch, z: np.ndarray, iterations: int = 200) -> tuple[np.ndarray, np.n
         lam = np.full(len(z), 1e-3)
         live = np.flatnonzero(np.isfinite(cost))
         eye = np.eye(z.shape[1])
+        tiny = 1e-12 * eye
         for _ in range(iterations):
             if not len(live):
                 break
             sub = batch.take(live)
-            rl, jl = r[live], jac[live]
+            rl, jl, lam_l = r[live], jac[live], lam[live]
             a = np.abs(rl)
             irls = np.where(a <= batch.delta, 1.0, batch.delta / np.maximum(a, 1e-300))
             jw = jl * irls[..., None]
             h = np.einsum("bnp,bnq->bpq", jw, jl)
             g = np.einsum("bnp,bn->bp", jw, rl)
-            damp = lam[live, None, None] * (h * eye + 1e-12 * eye)
+            damp = lam_l[:, None, None] * (h * eye + tiny)
             try:
                 step = np.linalg.solve(h + damp, -g[..., None])[..., 0]
             except np.linalg.LinAlgError:
@@ -210,9 +213,10 @@ def solve(batch, z: np.ndarray, iterations: int = 200) -> tuple[np.ndarray, np.n
             better = np.isfinite(cost_new) & (cost_new < old)
             acc = live[better]
             z[acc], r[acc], jac[acc], cost[acc] = z_new[better], r_new[better], jac_new[better], cost_new[better]
-            lam[live] = np.where(better, np.maximum(lam[live] / 3.0, 1e-12), lam[live] * 4.0)
+            lam_l = np.where(better, np.maximum(lam_l / 3.0, 1e-12), lam_l * 4.0)
+            lam[live] = lam_l
             converged = better & (old - cost_new <= 1e-12 * np.maximum(old, 1e-30))
-            live = live[~converged & (lam[live] < 1e10)]
+            live = live[~converged & (lam_l < 1e10)]
     return z, cost
 
 
