@@ -146,10 +146,9 @@ class _Batch:
         """Weighted residuals (B, n) and their Jacobian (B, n, P) with respect to z. Written out
         term by term (no stacked (B, n, 1 + K) array): the loop of every fit runs it once per
         iteration, and at a bootstrap's sizes numpy's per-call cost is most of it."""
-        k, lx = self.k, self.logx.T  # lx: (K, n)
-        log_e = np.log(self.e_max)[:, None] + _log_sigmoid(z[:, :1])  # (B, 1)
-        s = _sigmoid(z[:, 1 + k :])  # (B, K): each exponent's share of ALPHA_MAX
-        terms = [z[:, 1 + j : 2 + j] - (ALPHA_MAX * s[:, j : j + 1]) * lx[j] for j in range(k)]  # log A_k - α_k log X_k
+        k, lx, theta = self.k, self.logx.T, self.natural(z)  # lx: (K, n)
+        log_e = theta[:, :1]  # (B, 1)
+        terms = [theta[:, 1 + j : 2 + j] - theta[:, 1 + k + j : 2 + k + j] * lx[j] for j in range(k)]  # log A_k - α_k log X_k
         pred = np.logaddexp(log_e, terms[0])
         for term in terms[1:]:
             pred = np.logaddexp(pred, term)
@@ -159,8 +158,9 @@ class _Batch:
         jac[..., 0] = np.exp(log_e - pred) * (1.0 - _sigmoid(z[:, :1]))  # each term's share of the prediction, times its chain rule
         for j, term in enumerate(terms):
             share = np.exp(term - pred)
+            s = _sigmoid(z[:, 1 + k + j : 2 + k + j])  # the exponent's share of ALPHA_MAX
             jac[..., 1 + j] = share
-            jac[..., 1 + k + j] = -share * lx[j] * ALPHA_MAX * s[:, j : j + 1] * (1.0 - s[:, j : j + 1])
+            jac[..., 1 + k + j] = -share * lx[j] * ALPHA_MAX * s * (1.0 - s)
         jac *= np.broadcast_to(sw, r.shape)[..., None]
         return r, jac
 
