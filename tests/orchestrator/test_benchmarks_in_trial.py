@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from orchestrator.spec.trial import TrialConfig
 from orchestrator.trial.run import TrialContext, run_trial
+from tests.support.cli import one_line_error, run_cli
 
 
 def text_trial(**eval_over) -> TrialConfig:
@@ -55,13 +53,11 @@ def test_benchmarks_run_at_the_end_of_a_trial_and_are_logged(tmp_path, tracking_
 
 
 @pytest.mark.slow
-def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri):
+def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_uri, capsys, monkeypatch):
     cfg = text_trial(tasks={"names": []}, ruler={"enabled": False}, ppl_sets=[])
     result = run_trial(cfg, TrialContext(run_dir=tmp_path / "r", tracking_uri=tracking_uri))
+    monkeypatch.chdir(tmp_path)  # in-process: what the command does, not its process
     args = [
-        sys.executable,
-        "-m",
-        "orchestrator.cli",
         "eval",
         result.run_id,
         "--tasks",
@@ -73,23 +69,19 @@ def test_eval_command_logs_into_the_run_and_reuses_the_cache(tmp_path, tracking_
         "--ppl-sets",
         "kjv,wikipedia",
     ]
-    first = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "mmlu/acc" in first.stdout and "arc_easy/acc_norm" in first.stdout and "ppl/wikipedia" in first.stdout
-    again = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert again.returncode == 0 and "harness tasks mmlu, arc_easy: cached" in again.stdout
+    first = run_cli(capsys, *args)
+    assert first.code == 0, first.err
+    assert "mmlu/acc" in first.out and "arc_easy/acc_norm" in first.out and "ppl/wikipedia" in first.out
+    again = run_cli(capsys, *args)
+    assert again.code == 0 and "harness tasks mmlu, arc_easy: cached" in again.out
     from mlflow.tracking import MlflowClient
 
     m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
     assert m["harness/requests"] >= 4 * 2 * 57 + 2 * 3  # four letters per MMLU question; ARC has 3 to 5 choices
     assert "mmlu_stem/acc" in m and "mmlu_anatomy/acc" in m and "ppl/kjv" in m and "bpb/wikipedia" in m
-    bad = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "eval", result.run_id, "--tasks", "mmlu,hellaswagg", "--tracking-uri", tracking_uri],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    one_line_error(
+        run_cli(capsys, "eval", result.run_id, "--tasks", "mmlu,hellaswagg", "--tracking-uri", tracking_uri), "--tasks: got 'hellaswagg'"
     )
-    assert bad.returncode == 2 and "--tasks: got 'hellaswagg'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_benchmarks_need_text(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli import gatesweep, run_cli
+from tests.support.cli import run_cli
 from tests.support.trials import EXAMPLE, FAST
 
 
@@ -49,14 +49,15 @@ def test_missing_file_and_bad_tracking_uri(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_train_then_resume_refusal_and_resume(tmp_path):
-    out = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "first_token_attn" in out.stdout and "MLflow run" in out.stdout
+def test_train_then_resume_refusal_and_resume(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # in-process: what the command does; `train` as a process: test_loopback.py, test_sweep_faults.py
+    out = run_cli(capsys, "train", EXAMPLE, *FAST)
+    assert out.code == 0, out.err
+    assert "first_token_attn" in out.out and "MLflow run" in out.out
     assert (tmp_path / "mlflow.db").exists()
-    again = gatesweep("train", str(EXAMPLE), *FAST, cwd=tmp_path, timeout=300)
-    assert again.returncode == 2 and "--resume" in again.stderr
-    resumed = gatesweep("train", str(EXAMPLE), *FAST, "--resume", "--quiet", cwd=tmp_path, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    run_id = out.stdout.split("MLflow run ")[1].split()[0]
-    assert run_id in resumed.stdout, "resume continues the same MLflow run"
+    again = run_cli(capsys, "train", EXAMPLE, *FAST)
+    assert again.code == 2 and "--resume" in again.err
+    resumed = run_cli(capsys, "train", EXAMPLE, *FAST, "--resume", "--quiet")
+    assert resumed.code == 0, resumed.err
+    run_id = out.out.split("MLflow run ")[1].split()[0]
+    assert run_id in resumed.out, "resume continues the same MLflow run"

@@ -5,12 +5,10 @@ worse than the baseline, recording why, and resumes to the same decisions."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.cli import sweep_cli
+from tests.support.cli import run_cli, sweep_cli
 from tests.support.mlflow import children, sqlite_store
 from tests.support.sweeps import write_sweep
 
@@ -24,7 +22,7 @@ LADDER_BASE = {
 }
 
 
-def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, shared_ray, no_ray_left_behind):
+def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, shared_ray, no_ray_left_behind, capsys, monkeypatch):
     """The launch and its resume join the session's Ray (`shared_ray`); nothing they start outlives them."""
     # the second arm's learning rate is a million times too small: it learns nothing at any rung
     f = write_sweep(
@@ -72,12 +70,10 @@ def test_a_promoting_ladder_stops_the_arm_that_is_worse_and_says_why(tmp_path, s
     assert promo["decisions"][0]["after_rung"] == "d48-l1" and "G1-elementwise lr=1e-08" in promo["decisions"][0]["stopped"]
 
     # the report fits the ladder; its JSON is the machine-readable form
-    rep = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "report", "lad", "--format", "json", "--no-plots"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert rep.returncode == 0, rep.stderr
-    doc = json.loads(rep.stdout)
+    monkeypatch.chdir(tmp_path)  # the report in this process (what the command does, not its process)
+    rep = run_cli(capsys, "report", "lad", "--format", "json", "--no-plots")
+    assert rep.code == 0, rep.err
+    doc = json.loads(rep.out)
     lad = doc["ladder"]
     assert [r["rung"] for r in lad["rungs"]] == ["d16-l1", "d32-l1", "d48-l1", "d64-l1"]
     fit = lad["fits"]["val_loss"]

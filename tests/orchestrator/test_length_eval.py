@@ -4,8 +4,6 @@ YaRN and a raised base (orchestrator/evals/length.py), in a trial and through `g
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -18,6 +16,7 @@ from orchestrator.evals.length import extended_rope, length_metrics
 from orchestrator.spec.reported import _reports
 from orchestrator.spec.trial import TrialConfig
 from orchestrator.trial.run import TrialContext, run_trial
+from tests.support.cli import CliResult, one_line_error, run_cli
 
 
 def bigram_trial(**length) -> TrialConfig:
@@ -132,7 +131,7 @@ def test_a_search_cannot_compare_a_length_metric_a_trial_does_not_report():
 
 
 @pytest.mark.slow
-def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_uri):
+def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_uri, capsys, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     lines: list[str] = []
@@ -143,18 +142,14 @@ def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_ur
     assert {f"length_copy/{e}/{n}" for e in ("none", "yarn", "base") for n in (64, 128)} <= set(m)
     assert any(line.startswith("length 128 (4x): none loss") for line in lines), lines
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator.cli", "eval", *args, "--tracking-uri", tracking_uri],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-        )
+    monkeypatch.chdir(tmp_path)  # in-process: what the command does, not its process
+
+    def cli(*args: str) -> CliResult:
+        return run_cli(capsys, "eval", *args, "--tracking-uri", tracking_uri)
 
     ok = cli(result.run_id, "--tasks", "length", "--lengths", "96,256")
-    assert ok.returncode == 0, ok.stderr
-    assert "length_copy/yarn/256" in ok.stdout
+    assert ok.code == 0, ok.err
+    assert "length_copy/yarn/256" in ok.out
     m = MlflowClient(tracking_uri).get_run(result.run_id).data.metrics
     assert "length_loss/base/96" in m and "length_copy/none/256" in m
     for args, message in [
@@ -162,8 +157,7 @@ def test_a_trial_logs_them_and_gatesweep_eval_adds_lengths(tmp_path, tracking_ur
         (("--tasks", "length", "--lengths", "96,x"), "--lengths: got '96,x'; allowed: comma-separated whole numbers"),
         (("--tasks", "length", "--lengths", "1"), "--lengths: got '1'; allowed: lengths of 2 tokens or more"),
     ]:
-        bad = cli(result.run_id, *args)
-        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        one_line_error(cli(result.run_id, *args), message)
 
 
 def small_corpus(tmp_path) -> str:
@@ -191,7 +185,7 @@ def test_a_length_the_heldout_split_cannot_fill_is_skipped_and_said_so(tmp_path)
 
 
 @pytest.mark.slow
-def test_gatesweep_run_refuses_lengths_the_heldout_split_cannot_fill(tmp_path):
+def test_gatesweep_run_refuses_lengths_the_heldout_split_cannot_fill(tmp_path, capsys, monkeypatch):
     import yaml
 
     sweep = {
@@ -205,14 +199,9 @@ def test_gatesweep_run_refuses_lengths_the_heldout_split_cannot_fill(tmp_path):
     }
     f = tmp_path / "too_long.yaml"
     f.write_text(yaml.safe_dump(sweep))
-    out = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(f), "--yes", "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "Traceback" not in out.stderr and "nothing was launched" in out.stderr, out.stderr
-    assert "eval.length.lengths" in out.stderr and "cannot fill one window of 4096" in out.stderr, out.stderr
+    monkeypatch.chdir(tmp_path)  # refused before Ray starts: in-process
+    code, out, err = run_cli(capsys, "run", f, "--yes", "--runs-dir", tmp_path / "runs")
+    assert code == 2, out + err
+    assert "Traceback" not in err and "nothing was launched" in err, err
+    assert "eval.length.lengths" in err and "cannot fill one window of 4096" in err, err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "mlflow.db").exists()

@@ -14,6 +14,7 @@ from gatedmodels.typedconfig import ConfigError
 from orchestrator.cli.main import main
 from orchestrator.spec.overrides import parse_overrides
 from orchestrator.spec.sweep import SweepSpec
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "sweeps" / "quickstart.yaml"
@@ -146,7 +147,7 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
     from types import SimpleNamespace
 
     from orchestrator.cli import report as report_cli
-    from orchestrator.cli import run as run_cli
+    from orchestrator.cli import run as run_cmd
 
     monkeypatch.chdir(tmp_path)
     assert report_cli.default_out("qs") is None  # not run from here: reports/qs (build_report's default)
@@ -161,14 +162,14 @@ def test_a_sweep_s_report_has_one_place_and_its_building_is_announced(tmp_path, 
         said.append(capsys.readouterr().out)  # what was printed before the report's seconds began
         return SimpleNamespace(report_dir=out, error="")
 
-    monkeypatch.setattr(run_cli, "publish", publish)
+    monkeypatch.setattr(run_cmd, "publish", publish)
     outcome = SimpleNamespace(parent_run_id="p", parent_status="FINISHED", report_dir=None, report_error="")
-    assert run_cli.publish_report("qs", "sqlite:///x.db", outcome, tmp_path / "r")
+    assert run_cmd.publish_report("qs", "sqlite:///x.db", outcome, tmp_path / "r")
     assert said and said[0].startswith("building the report of sweep qs")
 
 
 @pytest.mark.slow
-def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_sweep(tmp_path, shared_ray):
+def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_sweep(tmp_path, shared_ray, capsys, monkeypatch):
     """A real launch with --set and --grid: the sweep's stored file (state folder and parent run) is
     the changed file, `resume NAME` continues that sweep (not the file on disk), and the results and
     the report read its axes in the overridden order. Both join the session's Ray (`shared_ray`)."""
@@ -199,5 +200,6 @@ def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_swe
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 finished" in out.stdout or "nothing to run" in out.stdout, out.stdout
     assert len(dashboards.results("ov", uri)) == 2 and (dashboards.results("ov", uri)["config.train.steps"] == 3).all()
-    out = cli("report", "ov", "--tracking-uri", uri, "--no-log")
-    assert out.returncode == 0 and out.stdout.index("G1-elementwise") < out.stdout.index("\nnone "), out.stdout + out.stderr
+    monkeypatch.chdir(tmp_path)  # the report in this process (what the command does, not its process)
+    code, report, err = run_cli(capsys, "report", "ov", "--tracking-uri", uri, "--no-log")
+    assert code == 0 and report.index("G1-elementwise") < report.index("\nnone "), report + err
