@@ -1,5 +1,5 @@
-"""Fault injection with real processes: a full disk (a file-size quota), a tampered checkpoint,
-an unwritable runs folder, and a real `mlflow server` on 127.0.0.1 stopped for 10 s mid-sweep (longer than the
+"""Fault injection: a full disk (a file-size quota on a real process), a tampered checkpoint and
+an unwritable runs folder (in-process), and a real `mlflow server` on 127.0.0.1 stopped for 10 s mid-sweep (longer than the
 client's whole retry budget of about 3 s, so the trial buffers and says so)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from tests.services.mlflow_server import MlflowServer
+from tests.support.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bigram_g1.yaml"
@@ -69,12 +70,12 @@ def test_full_disk_fails_clearly_and_leaves_no_checkpoint_that_looks_whole(tmp_p
     assert not list((tmp_path / "runs").glob("train-*/model.pt"))
 
 
-@pytest.mark.slow
-def test_unwritable_runs_dir_is_a_user_error(tmp_path):
+def test_unwritable_runs_dir_is_a_user_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # refused before anything is written: in-process
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    out = gatesweep("train", str(EXAMPLE), "--runs-dir", str(blocker / "runs"), cwd=tmp_path)
-    assert out.returncode == 2 and "--runs-dir" in out.stderr and "not a writable folder" in out.stderr
+    code, _, err = run_cli(capsys, "train", EXAMPLE, "--runs-dir", blocker / "runs")
+    assert code == 2 and "--runs-dir" in err and "not a writable folder" in err
     assert not (tmp_path / "mlflow.db").exists()
 
 
@@ -84,7 +85,7 @@ class _Evil:
 
 
 @pytest.mark.slow
-def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
+def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch, capsys):
     fast = [
         "--set",
         "train.steps=4",
@@ -101,16 +102,17 @@ def test_tampered_checkpoint_is_not_executed(tmp_path, monkeypatch):
         "--set",
         "eval.probe_sequences=2",
     ]
-    first = gatesweep("train", str(EXAMPLE), *fast, "--quiet", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
+    monkeypatch.chdir(tmp_path)  # in-process: what `train --resume` loads, not its process
+    first = run_cli(capsys, "train", EXAMPLE, *fast, "--quiet")
+    assert first.code == 0, first.err
     (ckpt,) = [p for p in (tmp_path / "runs").glob("train-*/checkpoints/step4")]
     marker = tmp_path / "pwned"
     with open(ckpt / "mp_rank_00_model_states.pt", "wb") as fh:
         pickle.dump({"module": _Evil()}, fh)
-    env = {**os.environ, "EVIL_MARKER": str(marker)}
-    again = gatesweep("train", str(EXAMPLE), *fast, "--resume", "--quiet", cwd=tmp_path, env=env)
-    assert again.returncode == 1
-    assert "Weights only load failed" in again.stderr or "weights_only" in again.stderr
+    monkeypatch.setenv("EVIL_MARKER", str(marker))
+    again = run_cli(capsys, "train", EXAMPLE, *fast, "--resume", "--quiet")
+    assert again.code == 1
+    assert "Weights only load failed" in again.err or "weights_only" in again.err
     assert not marker.exists(), "the checkpoint ran code"
 
 
