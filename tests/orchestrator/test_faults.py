@@ -16,22 +16,10 @@ import pytest
 import yaml
 
 from tests.services.mlflow_server import MlflowServer
-from tests.support.cli import run_cli
+from tests.support.cli import gatesweep, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "bigram_g1.yaml"
-
-
-def gatesweep(*args, cwd, preexec_fn=None, timeout=600, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=preexec_fn,
-        env=env,
-    )
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from gatedmodels.typedconfig import ConfigError
 from orchestrator.cli.main import main
 from orchestrator.spec.overrides import parse_overrides
 from orchestrator.spec.sweep import SweepSpec
-from tests.support.cli import run_cli
+from tests.support.cli import gatesweep, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "sweeps" / "quickstart.yaml"
@@ -173,9 +173,6 @@ def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_swe
     """A real launch with --set and --grid: the sweep's stored file (state folder and parent run) is
     the changed file, `resume NAME` continues that sweep (not the file on disk), and the results and
     the report read its axes in the overridden order. Both join the session's Ray (`shared_ray`)."""
-    import subprocess
-    import sys
-
     import dashboards
 
     src = tmp_path / "s.yaml"
@@ -183,10 +180,19 @@ def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_swe
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     common = ["--tracking-uri", uri, "--runs-dir", str(tmp_path / "runs"), "--address", shared_ray]
 
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=tmp_path, capture_output=True, text=True, timeout=900)
-
-    out = cli("run", str(src), "--set", "train.steps=3", "--set", "name=ov", "--grid", "model.gate.position=G1,none", *common)
+    out = gatesweep(
+        "run",
+        src,
+        "--set",
+        "train.steps=3",
+        "--set",
+        "name=ov",
+        "--grid",
+        "model.gate.position=G1,none",
+        *common,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "overrides: --set train.steps=3 --set name=ov --grid model.gate.position=G1,none" in out.stdout
     stored = tmp_path / "runs" / "sweeps" / "ov" / "sweep.yaml"
@@ -196,7 +202,7 @@ def test_overrides_are_kept_with_the_sweep_so_resume_and_report_see_the_same_swe
     df = dashboards.results("ov", uri)
     assert list(df["model.gate"].cat.categories) == ["G1-elementwise", "none"] and (df["config.train.steps"] == 3).all()
     src.write_text(src.read_text().replace("steps: 500", "steps: 400"))  # the file on disk moves on; the sweep does not
-    out = cli("resume", "ov", *common)
+    out = gatesweep("resume", "ov", *common, cwd=tmp_path, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 finished" in out.stdout or "nothing to run" in out.stdout, out.stdout
     assert len(dashboards.results("ov", uri)) == 2 and (dashboards.results("ov", uri)["config.train.steps"] == 3).all()
